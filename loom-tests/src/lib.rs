@@ -1,0 +1,1 @@
+//! Loom models of packetpipe protocols live in `tests/`.

@@ -1,0 +1,446 @@
+//! The unsafe core: a pooled block is one heap allocation, a [`Header`] followed by the payload.
+//!
+//! Everything that touches raw memory lives here, behind four small owning types:
+//!
+//! - [`Writer`]: the one writable handle to a block (behind `PacketBuf`). It writes only at or after
+//!   its `sealed` mark, and every [`Window`] it hands out lies below that mark.
+//! - [`Window`]: a counted, immutable view `[data, data+len)` of a block (behind `OwnedPacket`).
+//! - [`FreeBlock`]: a block nobody references, owned by the pool (or about to be freed).
+//! - [`FreeStack`]: an intrusive LIFO of free blocks, linked through their headers.
+//!
+//! Invariants the `SAFETY` comments rely on:
+//!
+//! 1. A block's payload is zeroed when it is allocated, so every payload byte is initialized for its
+//!    whole life; handing out `&[u8]` or `&mut [u8]` never exposes uninitialized memory.
+//! 2. `refs` counts the `Writer` and `Window`s of a block. A free block (refcount dropped to zero, or
+//!    the last holder took the fast path) is stored with `refs == 1`, ready to be rented again.
+//! 3. Bytes covered by a `Window` are never written while another handle to the block exists: the
+//!    `Writer` writes at or after `sealed`, windows lie below it, and in-place changes through a
+//!    `Window` require `refs == 1` (no other window, no writer).
+//! 4. `next` is read or written only while a `FreeStack` owns the block.
+
+use std::alloc::{self, Layout};
+use std::ptr::{self, NonNull};
+
+use crate::error::Error;
+use crate::pool::PoolShared;
+use crate::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::sync::Arc;
+
+/// Class number of blocks allocated outside the size classes: freed on last drop, never pooled.
+pub(crate) const UNPOOLED: u8 = u8::MAX;
+
+/// Alignment of the payload (and of the allocation).
+const ALIGN: usize = 16;
+
+struct Header {
+    refs: AtomicUsize,
+    /// The pool the block returns to. The block holds this strong reference for its whole life,
+    /// so the pool's shared state outlives every block, even after the last `Pool` handle drops.
+    pool: Option<Arc<PoolShared>>,
+    capacity: usize,
+    class: u8,
+    /// Link to the next block of a `FreeStack` (invariant 4).
+    next: *mut Header,
+}
+
+/// Header size rounded up so the payload starts aligned.
+const HEADER_SIZE: usize = (std::mem::size_of::<Header>() + ALIGN - 1) & !(ALIGN - 1);
+
+/// The largest payload a block can have: `Layout` caps an allocation at `isize::MAX` bytes.
+pub(crate) const MAX_CAPACITY: usize = isize::MAX as usize - HEADER_SIZE - (ALIGN - 1);
+
+fn layout(capacity: usize) -> Layout {
+    // Cannot fail for capacity <= MAX_CAPACITY, which `FreeBlock::allocate` checks first.
+    Layout::from_size_align(HEADER_SIZE + capacity, ALIGN).expect("block layout")
+}
+
+/// Payload start of a block.
+fn payload(block: NonNull<Header>) -> *mut u8 {
+    // SAFETY: the allocation is HEADER_SIZE + capacity bytes, so HEADER_SIZE is in bounds.
+    unsafe { block.as_ptr().cast::<u8>().add(HEADER_SIZE) }
+}
+
+fn header<'a>(block: NonNull<Header>) -> &'a Header {
+    // SAFETY: callers hold a counted reference or own the block, so the header is live; the only
+    // field ever mutated through a raw pointer (`next`) is not touched while such a handle exists.
+    unsafe { block.as_ref() }
+}
+
+/// Drop one counted reference; the last one hands the block back to its pool.
+fn release(block: NonNull<Header>) {
+    let refs = &header(block).refs;
+    // Fast path for the sole holder: with one reference there is no one to race, so skip the
+    // read-modify-write and leave `refs == 1` for the next renter (invariant 2). The Acquire load
+    // pairs with the Release decrements of earlier holders, ordering their reads before reuse.
+    if refs.load(Ordering::Acquire) != 1 {
+        if refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        refs.store(1, Ordering::Relaxed);
+    }
+    crate::pool::recycle(FreeBlock(block));
+}
+
+fn retain(block: NonNull<Header>) {
+    let old = header(block).refs.fetch_add(1, Ordering::Relaxed);
+    // As `Arc` does: a count this high means references are being leaked in a loop; abort before
+    // the counter can wrap and free a block that is still in use.
+    if old > isize::MAX as usize {
+        std::process::abort();
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// A block that nobody references, owned by the pool or about to be freed.
+pub(crate) struct FreeBlock(NonNull<Header>);
+
+// SAFETY: a FreeBlock is the unique owner of its allocation; moving it between threads moves
+// ownership like a `Box`.
+unsafe impl Send for FreeBlock {}
+
+impl FreeBlock {
+    /// Allocate a zeroed block (invariant 1) of `capacity` payload bytes.
+    pub(crate) fn allocate(
+        capacity: usize,
+        class: u8,
+        pool: Option<Arc<PoolShared>>,
+    ) -> Result<FreeBlock, Error> {
+        if capacity > MAX_CAPACITY {
+            return Err(Error::RequestTooLarge { requested: capacity, limit: MAX_CAPACITY });
+        }
+        let layout = layout(capacity);
+        // SAFETY: layout has a non-zero size (HEADER_SIZE > 0).
+        let raw = unsafe { alloc::alloc_zeroed(layout) }.cast::<Header>();
+        let Some(block) = NonNull::new(raw) else {
+            return Err(Error::AllocationFailed { size: layout.size() });
+        };
+        let header = Header { refs: AtomicUsize::new(1), pool, capacity, class, next: ptr::null_mut() };
+        // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
+        // checked by the const assertion below) and large enough for it.
+        unsafe { block.as_ptr().write(header) };
+        Ok(FreeBlock(block))
+    }
+
+    pub(crate) fn class(&self) -> u8 {
+        header(self.0).class
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        header(self.0).capacity
+    }
+
+    /// The pool this block belongs to, borrowed for as long as the block is owned.
+    pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
+        header(self.0).pool.as_ref()
+    }
+
+    /// Zero the payload (pools built with `clear_on_return`).
+    pub(crate) fn zero_payload(&mut self) {
+        // SAFETY: the block is uniquely owned, so no one reads the payload; it is `capacity` bytes.
+        unsafe { ptr::write_bytes(payload(self.0), 0, self.capacity()) };
+    }
+
+    /// Turn the block into its writer; `headroom` bytes are left free in front for prepending.
+    pub(crate) fn into_writer(self, headroom: usize) -> Writer {
+        assert!(headroom <= self.capacity(), "headroom {headroom} exceeds capacity {}", self.capacity());
+        let block = self.0;
+        std::mem::forget(self);
+        // The free block already carries refs == 1 (invariant 2): that count is the writer's.
+        Writer { block, sealed: 0, head: headroom, tail: headroom }
+    }
+}
+
+impl Drop for FreeBlock {
+    /// Return the memory to the system allocator.
+    fn drop(&mut self) {
+        let capacity = self.capacity();
+        // SAFETY: the block is uniquely owned and never used again; the header was written by
+        // `allocate` and is dropped once here (releasing its pool reference), then the allocation
+        // is freed with the layout it was made with.
+        unsafe {
+            ptr::drop_in_place(self.0.as_ptr());
+            alloc::dealloc(self.0.as_ptr().cast(), layout(capacity));
+        }
+    }
+}
+
+const _: () = assert!(ALIGN >= std::mem::align_of::<Header>());
+
+// ------------------------------------------------------------------------------------------------
+
+/// An intrusive LIFO of free blocks, linked through their headers (no allocation to push or pop).
+pub(crate) struct FreeStack {
+    head: Option<NonNull<Header>>,
+    len: usize,
+    bytes: usize,
+}
+
+// SAFETY: the stack uniquely owns every block on it, like a `Vec<Box<_>>`.
+unsafe impl Send for FreeStack {}
+
+impl FreeStack {
+    pub(crate) const fn new() -> FreeStack {
+        FreeStack { head: None, len: 0, bytes: 0 }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Payload bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn push(&mut self, block: FreeBlock) {
+        let raw = block.0;
+        self.bytes += block.capacity();
+        std::mem::forget(block);
+        let next = self.head.map_or(ptr::null_mut(), NonNull::as_ptr);
+        // SAFETY: the stack now owns the block (invariant 4), so writing its `next` races nothing.
+        unsafe { ptr::addr_of_mut!((*raw.as_ptr()).next).write(next) };
+        self.head = Some(raw);
+        self.len += 1;
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<FreeBlock> {
+        let raw = self.head?;
+        // SAFETY: the stack owns the block (invariant 4).
+        let next = unsafe { ptr::addr_of!((*raw.as_ptr()).next).read() };
+        self.head = NonNull::new(next);
+        self.len -= 1;
+        let block = FreeBlock(raw);
+        self.bytes -= block.capacity();
+        Some(block)
+    }
+}
+
+impl Drop for FreeStack {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// The unique writable handle to a block.
+///
+/// Layout of the payload: `[0, sealed)` may be covered by windows and is never written again;
+/// `[sealed, head)` is headroom for prepending; `[head, tail)` is written but not yet sealed;
+/// `[tail, capacity)` is free to write.
+pub(crate) struct Writer {
+    block: NonNull<Header>,
+    sealed: usize,
+    head: usize,
+    tail: usize,
+}
+
+// SAFETY: the writer is the only handle that writes the block, and it writes only bytes no window
+// covers (invariant 3); the refcount is atomic. Sharing `&Writer` only allows reads of its own
+// unsealed bytes.
+unsafe impl Send for Writer {}
+// SAFETY: see above; `&Writer` exposes no mutation.
+unsafe impl Sync for Writer {}
+
+impl Writer {
+    pub(crate) fn capacity(&self) -> usize {
+        header(self.block).capacity
+    }
+
+    /// Written, unsealed bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.tail - self.head
+    }
+
+    /// Bytes that can still be written after the tail.
+    pub(crate) fn remaining(&self) -> usize {
+        self.capacity() - self.tail
+    }
+
+    /// Free space in front of the written bytes.
+    pub(crate) fn headroom(&self) -> usize {
+        self.head - self.sealed
+    }
+
+    pub(crate) fn written(&self) -> &[u8] {
+        // SAFETY: [head, tail) is inside the payload, initialized (invariant 1) and written only
+        // through `&mut self`, so no write races this borrow.
+        unsafe { std::slice::from_raw_parts(payload(self.block).add(self.head), self.len()) }
+    }
+
+    pub(crate) fn written_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `written`; the bytes are at or after `sealed`, so no window covers them
+        // (invariant 3), and `&mut self` makes this the only borrow.
+        unsafe { std::slice::from_raw_parts_mut(payload(self.block).add(self.head), self.len()) }
+    }
+
+    /// The writable tail `[tail, capacity)`.
+    pub(crate) fn spare_mut(&mut self) -> &mut [u8] {
+        let len = self.remaining();
+        // SAFETY: [tail, capacity) is inside the payload, initialized (invariant 1), after `sealed`
+        // (no window covers it) and borrowed mutably only here.
+        unsafe { std::slice::from_raw_parts_mut(payload(self.block).add(self.tail), len) }
+    }
+
+    /// Mark `n` more bytes of the tail as written.
+    pub(crate) fn commit(&mut self, n: usize) {
+        assert!(n <= self.remaining(), "commit of {n} bytes exceeds the {} writable bytes", self.remaining());
+        self.tail += n;
+    }
+
+    /// Forget written bytes after the first `n` (no effect if fewer are written).
+    pub(crate) fn truncate(&mut self, n: usize) {
+        if n < self.len() {
+            self.tail = self.head + n;
+        }
+    }
+
+    /// Copy `bytes` into the headroom just in front of the written bytes.
+    pub(crate) fn prepend(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let available = self.headroom();
+        if bytes.len() > available {
+            return Err(Error::NoHeadroom { needed: bytes.len(), available });
+        }
+        let new_head = self.head - bytes.len();
+        // SAFETY: [new_head, head) lies in [sealed, head): inside the payload, covered by no window
+        // (invariant 3); `bytes` cannot alias it because `&mut self` is exclusive.
+        unsafe {
+            ptr::copy_nonoverlapping(bytes.as_ptr(), payload(self.block).add(new_head), bytes.len())
+        };
+        self.head = new_head;
+        Ok(())
+    }
+
+    /// Seal the written bytes into a window; the writer keeps the tail of the same block.
+    pub(crate) fn seal(&mut self) -> Window {
+        retain(self.block);
+        let window = self.window_of_written();
+        self.sealed = self.tail;
+        self.head = self.tail;
+        window
+    }
+
+    /// Seal the written bytes and give up the writer, passing its reference to the window.
+    pub(crate) fn into_window(self) -> Window {
+        let window = self.window_of_written();
+        std::mem::forget(self);
+        window
+    }
+
+    /// A window over [head, tail), which must be given a counted reference by the caller.
+    fn window_of_written(&self) -> Window {
+        // SAFETY: payload + head is in bounds and non-null.
+        let data = unsafe { NonNull::new_unchecked(payload(self.block).add(self.head)) };
+        Window { block: self.block, data, len: self.len() }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        release(self.block);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// A counted reference to an immutable window of a block.
+pub(crate) struct Window {
+    block: NonNull<Header>,
+    data: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the window's bytes are immutable while shared (invariant 3) and the refcount is atomic,
+// so windows may move between and be shared across threads, like `Arc<[u8]>`.
+unsafe impl Send for Window {}
+// SAFETY: see above.
+unsafe impl Sync for Window {}
+
+impl Window {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: [data, data+len) is inside the payload, initialized (invariant 1) and not written
+        // while this window exists (invariant 3).
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+    }
+
+    /// Bytes between the payload start and this window.
+    pub(crate) fn offset(&self) -> usize {
+        self.data.as_ptr() as usize - payload(self.block) as usize
+    }
+
+    /// Number of handles (windows and writer) sharing the block.
+    pub(crate) fn references(&self) -> usize {
+        header(self.block).refs.load(Ordering::Acquire)
+    }
+
+    /// Whether this window is the only handle to its block. The Acquire load pairs with the
+    /// Release decrement of any handle dropped on another thread, as in `Arc::get_mut`.
+    pub(crate) fn is_unique(&self) -> bool {
+        self.references() == 1
+    }
+
+    /// Narrow to `[start, end)` of the current window.
+    pub(crate) fn narrow(&mut self, start: usize, end: usize) {
+        assert!(start <= end && end <= self.len, "window range {start}..{end} out of bounds for length {}", self.len);
+        // SAFETY: start <= len, so the result stays inside the window and is non-null.
+        self.data = unsafe { NonNull::new_unchecked(self.data.as_ptr().add(start)) };
+        self.len = end - start;
+    }
+
+    /// The bytes, mutably, when this is the only handle to the block.
+    pub(crate) fn get_mut(&mut self) -> Option<&mut [u8]> {
+        if !self.is_unique() {
+            return None;
+        }
+        // SAFETY: no other window or writer exists (refs == 1, observed with Acquire), so nothing
+        // else reads or writes these bytes; they are in bounds and initialized.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) })
+    }
+
+    /// Copy `bytes` in front of the window, growing it, when this is the only handle to the block.
+    pub(crate) fn prepend(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let references = self.references();
+        if references != 1 {
+            return Err(Error::SharedBlock { references });
+        }
+        let available = self.offset();
+        if bytes.len() > available {
+            return Err(Error::NoHeadroom { needed: bytes.len(), available });
+        }
+        // SAFETY: the bytes in front of the window are inside the payload (offset >= len) and, as
+        // the only handle, nothing else reads or writes them; `bytes` cannot alias the block's
+        // headroom because no other handle exists to have produced a slice of it.
+        unsafe {
+            let start = self.data.as_ptr().sub(bytes.len());
+            ptr::copy_nonoverlapping(bytes.as_ptr(), start, bytes.len());
+            self.data = NonNull::new_unchecked(start);
+        }
+        self.len += bytes.len();
+        Ok(())
+    }
+
+}
+
+impl Clone for Window {
+    fn clone(&self) -> Window {
+        retain(self.block);
+        Window { block: self.block, data: self.data, len: self.len }
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        release(self.block);
+    }
+}

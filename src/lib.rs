@@ -1,0 +1,48 @@
+//! # packetpipe
+//!
+//! A single-producer/single-consumer byte pipe for the space between a socket and a parser, built
+//! on pooled, reference-counted packets.
+//!
+//! This release holds the foundation: the buffer [`Pool`] and the packet ownership types.
+//!
+//! - [`Pool`]: size-classed buffer pool with per-thread caches and a shared depot; one thread can
+//!   rent while another returns with no lock and no fresh allocation in steady state.
+//! - [`PacketBuf`]: a writable pooled buffer ([`bytes::BufMut`]) that seals its written bytes into
+//!   [`OwnedPacket`]s while its tail stays writable.
+//! - [`OwnedPacket`]: an immutable window into a pooled block; clone and slice cost one atomic
+//!   increment; the last drop returns the block.
+//! - [`Packet`]: one type over pooled packets, [`bytes::Bytes`] and static slices, whose slicing
+//!   never allocates; [`PacketChain`] for several packets read as one.
+//! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search).
+//!
+//! ```
+//! use bytes::BufMut;
+//! use packetpipe::{ByteSegments, Packet, PacketChain, Pool};
+//!
+//! let pool = Pool::new();
+//! let mut buf = pool.rent(4096)?;
+//! buf.put_slice(b"hello ");
+//! let hello = buf.seal();               // immutable, shares the block
+//! buf.put_slice(b"world");
+//! let world = buf.seal();               // same block, next bytes
+//!
+//! let chain: PacketChain = [Packet::from(hello), Packet::from(world)].into_iter().collect();
+//! assert_eq!(chain.display_lossy().to_string(), "hello world");
+//! drop((buf, chain));
+//! assert_eq!(pool.stats().outstanding, 0); // every block went home
+//! # Ok::<(), packetpipe::Error>(())
+//! ```
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod block;
+mod error;
+pub mod packet;
+pub mod pool;
+mod segments;
+mod sync;
+
+pub use error::Error;
+pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
+pub use pool::{Pool, PoolBuilder, PoolStats};
+pub use segments::{ByteSegments, HexDump, Utf8Lossy};

@@ -1,0 +1,176 @@
+//! `PacketBuf`: the unique, writable handle to a pooled block.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+use bytes::buf::UninitSlice;
+use bytes::BufMut;
+
+use super::OwnedPacket;
+use crate::block::Writer;
+use crate::error::Error;
+
+/// A writable pooled buffer that seals its written bytes into [`OwnedPacket`]s.
+///
+/// The block is laid out as `[sealed | headroom | written | free]`. [`seal`](Self::seal) turns the
+/// written bytes into an immutable packet that shares the block, and the buffer goes on writing into
+/// the free tail of the same block: sealed bytes are never written again, so packets and buffer never
+/// overlap. The buffer does not grow; rent another when [`remaining_mut`](BufMut::remaining_mut) runs
+/// out.
+///
+/// Writes that do not fit return [`Error::NoSpace`] (or panic, for the [`BufMut`] methods, following
+/// that trait's convention). The free tail is always initialized memory (blocks are zeroed when first
+/// allocated), so [`spare_mut`](Self::spare_mut) is a plain `&mut [u8]`.
+///
+/// ```
+/// use bytes::BufMut;
+///
+/// let pool = packetpipe::Pool::new();
+/// let mut buf = pool.rent(64).unwrap();
+/// buf.put_u16(5);
+/// buf.put_slice(b"hello");
+/// let first = buf.seal();
+/// buf.extend_from_slice(b"next").unwrap();
+/// let second = buf.seal();
+/// assert_eq!(&first[..], b"\0\x05hello");
+/// assert_eq!(&second[..], b"next");
+/// assert_eq!(buf.remaining_mut(), 64 - 11);
+/// ```
+pub struct PacketBuf {
+    writer: Writer,
+}
+
+impl PacketBuf {
+    pub(crate) fn from_writer(writer: Writer) -> PacketBuf {
+        PacketBuf { writer }
+    }
+
+    /// Payload bytes of the whole block.
+    pub fn capacity(&self) -> usize {
+        self.writer.capacity()
+    }
+
+    /// Written bytes not yet sealed.
+    pub fn len(&self) -> usize {
+        self.writer.len()
+    }
+
+    /// Whether no unsealed bytes are written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The free tail, to write into before [`commit`](Self::commit). It holds whatever the block
+    /// held before (zeros, or old data of an earlier renter), never uninitialized memory.
+    pub fn spare_mut(&mut self) -> &mut [u8] {
+        self.writer.spare_mut()
+    }
+
+    /// Mark the first `n` bytes of [`spare_mut`](Self::spare_mut) as written.
+    ///
+    /// ```
+    /// let mut buf = packetpipe::Pool::new().rent(64).unwrap();
+    /// buf.spare_mut()[..3].copy_from_slice(b"abc");
+    /// buf.commit(3).unwrap();
+    /// assert_eq!(&buf[..], b"abc");
+    /// let err = buf.commit(100).unwrap_err();
+    /// assert_eq!(err.to_string(), "cannot write 100 bytes: only 61 bytes of space remain in the buffer");
+    /// ```
+    pub fn commit(&mut self, n: usize) -> Result<(), Error> {
+        let available = self.writer.remaining();
+        if n > available {
+            return Err(Error::NoSpace { needed: n, available });
+        }
+        self.writer.commit(n);
+        Ok(())
+    }
+
+    /// Copy `data` after the written bytes, or return [`Error::NoSpace`] (writing nothing).
+    pub fn extend_from_slice(&mut self, data: &[u8]) -> Result<(), Error> {
+        let available = self.writer.remaining();
+        if data.len() > available {
+            return Err(Error::NoSpace { needed: data.len(), available });
+        }
+        self.writer.spare_mut()[..data.len()].copy_from_slice(data);
+        self.writer.commit(data.len());
+        Ok(())
+    }
+
+    /// Free bytes in front of the written ones, usable by [`prepend`](Self::prepend).
+    pub fn headroom(&self) -> usize {
+        self.writer.headroom()
+    }
+
+    /// Copy `header` in front of the written bytes, in place; [`Error::NoHeadroom`] if it does not
+    /// fit (nothing is written then).
+    pub fn prepend(&mut self, header: &[u8]) -> Result<(), Error> {
+        self.writer.prepend(header)
+    }
+
+    /// Keep the first `len` written bytes (no effect if fewer are written).
+    pub fn truncate(&mut self, len: usize) {
+        self.writer.truncate(len);
+    }
+
+    /// Forget the unsealed written bytes.
+    pub fn clear(&mut self) {
+        self.writer.truncate(0);
+    }
+
+    /// Seal the written bytes into a packet sharing this block; the buffer keeps the free tail.
+    /// With nothing written, the packet is empty.
+    pub fn seal(&mut self) -> OwnedPacket {
+        OwnedPacket::from_window(self.writer.seal())
+    }
+
+    /// Seal the written bytes and give the buffer up (no atomic operation: the buffer's reference
+    /// passes to the packet).
+    pub fn freeze(self) -> OwnedPacket {
+        OwnedPacket::from_window(self.writer.into_window())
+    }
+
+}
+
+impl Deref for PacketBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.writer.written()
+    }
+}
+
+impl DerefMut for PacketBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.writer.written_mut()
+    }
+}
+
+impl AsRef<[u8]> for PacketBuf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl fmt::Debug for PacketBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        super::debug_bytes(f, "PacketBuf", self)
+    }
+}
+
+// SAFETY: `remaining_mut` is the length of the free tail, `chunk_mut` returns exactly that tail (a
+// valid, initialized, exclusively borrowed region), and `advance_mut` moves the tail forward only
+// within it, panicking otherwise; so bytes reported written were handed out by `chunk_mut`.
+unsafe impl BufMut for PacketBuf {
+    fn remaining_mut(&self) -> usize {
+        self.writer.remaining()
+    }
+
+    unsafe fn advance_mut(&mut self, cnt: usize) {
+        let available = self.writer.remaining();
+        assert!(cnt <= available, "cannot advance_mut {cnt} bytes: only {available} remain");
+        self.writer.commit(cnt);
+    }
+
+    fn chunk_mut(&mut self) -> &mut UninitSlice {
+        UninitSlice::new(self.writer.spare_mut())
+    }
+}

@@ -1,0 +1,301 @@
+//! `PacketChain`: several packets read as one (the .NET `Next` chain).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::IoSlice;
+
+use bytes::Buf;
+
+use super::Packet;
+use crate::error::Error;
+
+/// Segments kept inline before the chain spills to the heap.
+const INLINE: usize = 4;
+
+/// A sequence of packets read as one, with a cached total length.
+///
+/// Holds up to 4 segments without allocating, then spills to a heap deque. Empty packets are never
+/// stored, so every segment has at least one byte. Implements [`Buf`] (consuming reads from the
+/// front) and [`ByteSegments`](crate::ByteSegments) (`to_vec`, hex dump, lossy UTF-8 display,
+/// pattern search across segment boundaries).
+///
+/// ```
+/// use bytes::Buf;
+/// use packetpipe::{ByteSegments, Packet, PacketChain};
+///
+/// let mut chain = PacketChain::new();
+/// chain.push(Packet::from_static(b"GET / HT"));
+/// chain.push(Packet::from_static(b"TP/1.1\r\n\r\n"));
+/// assert_eq!(chain.len(), 18);
+/// assert_eq!(chain.find(b"HTTP"), Some(6)); // found across the boundary
+/// let line = chain.split_to(14);
+/// assert_eq!(line.to_vec(), b"GET / HTTP/1.1");
+/// assert_eq!(chain.get_u16(), 0x0d0a);
+/// ```
+#[derive(Clone, Default)]
+pub struct PacketChain {
+    segments: Segments,
+    len: usize,
+}
+
+#[derive(Clone)]
+enum Segments {
+    Inline { ring: [Option<Packet>; INLINE], head: usize, count: usize },
+    Heap(VecDeque<Packet>),
+}
+
+impl Default for Segments {
+    fn default() -> Segments {
+        Segments::Inline { ring: Default::default(), head: 0, count: 0 }
+    }
+}
+
+impl Segments {
+    fn count(&self) -> usize {
+        match self {
+            Segments::Inline { count, .. } => *count,
+            Segments::Heap(deque) => deque.len(),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&Packet> {
+        match self {
+            Segments::Inline { ring, head, count } => {
+                (index < *count).then(|| ring[(head + index) % INLINE].as_ref()).flatten()
+            }
+            Segments::Heap(deque) => deque.get(index),
+        }
+    }
+
+    fn front_mut(&mut self) -> Option<&mut Packet> {
+        match self {
+            Segments::Inline { ring, head, count } => {
+                if *count == 0 {
+                    None
+                } else {
+                    ring[*head].as_mut()
+                }
+            }
+            Segments::Heap(deque) => deque.front_mut(),
+        }
+    }
+
+    fn push_back(&mut self, packet: Packet) {
+        match self {
+            Segments::Inline { ring, head, count } if *count < INLINE => {
+                ring[(*head + *count) % INLINE] = Some(packet);
+                *count += 1;
+            }
+            Segments::Inline { .. } => {
+                let mut deque = VecDeque::with_capacity(INLINE * 2);
+                while let Some(p) = self.pop_front() {
+                    deque.push_back(p);
+                }
+                deque.push_back(packet);
+                *self = Segments::Heap(deque);
+            }
+            Segments::Heap(deque) => deque.push_back(packet),
+        }
+    }
+
+    fn push_front(&mut self, packet: Packet) {
+        match self {
+            Segments::Inline { ring, head, count } if *count < INLINE => {
+                *head = (*head + INLINE - 1) % INLINE;
+                ring[*head] = Some(packet);
+                *count += 1;
+            }
+            Segments::Inline { .. } => {
+                let mut deque = VecDeque::with_capacity(INLINE * 2);
+                deque.push_back(packet);
+                while let Some(p) = self.pop_front() {
+                    deque.push_back(p);
+                }
+                *self = Segments::Heap(deque);
+            }
+            Segments::Heap(deque) => deque.push_front(packet),
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Packet> {
+        match self {
+            Segments::Inline { ring, head, count } => {
+                if *count == 0 {
+                    return None;
+                }
+                let packet = ring[*head].take();
+                *head = (*head + 1) % INLINE;
+                *count -= 1;
+                packet
+            }
+            Segments::Heap(deque) => deque.pop_front(),
+        }
+    }
+}
+
+impl PacketChain {
+    /// An empty chain.
+    pub fn new() -> PacketChain {
+        PacketChain::default()
+    }
+
+    /// Total bytes in all segments (cached, O(1)).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chain holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of segments (none of them empty).
+    pub fn segment_count(&self) -> usize {
+        self.segments.count()
+    }
+
+    /// The segments, front to back.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Packet> + Clone + '_ {
+        (0..self.segments.count()).map(move |i| self.segments.get(i).expect("index below count"))
+    }
+
+    /// Append a packet (an empty one is dropped).
+    pub fn push(&mut self, packet: impl Into<Packet>) {
+        let packet = packet.into();
+        if !packet.is_empty() {
+            self.len += packet.len();
+            self.segments.push_back(packet);
+        }
+    }
+
+    /// Put a packet in front (an empty one is dropped), for example a header.
+    pub fn push_front(&mut self, packet: impl Into<Packet>) {
+        let packet = packet.into();
+        if !packet.is_empty() {
+            self.len += packet.len();
+            self.segments.push_front(packet);
+        }
+    }
+
+    /// Remove and return the first segment.
+    pub fn pop_front(&mut self) -> Option<Packet> {
+        let packet = self.segments.pop_front()?;
+        self.len -= packet.len();
+        Some(packet)
+    }
+
+    /// Drop every segment.
+    pub fn clear(&mut self) {
+        *self = PacketChain::new();
+    }
+
+    /// Take the first `at` bytes out as a chain of their own (sharing, never copying). Panics if
+    /// `at > len`.
+    pub fn split_to(&mut self, at: usize) -> PacketChain {
+        self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
+    pub fn try_split_to(&mut self, at: usize) -> Result<PacketChain, Error> {
+        if at > self.len {
+            return Err(Error::OutOfRange { operation: "split_to", start: 0, end: at, len: self.len });
+        }
+        let mut head = PacketChain::new();
+        while head.len < at {
+            let want = at - head.len;
+            let front = self.segments.front_mut().expect("len counts the segments");
+            if front.len() <= want {
+                let packet = self.pop_front().expect("front exists");
+                head.push(packet);
+            } else {
+                head.push(front.split_to(want));
+                self.len -= want;
+            }
+        }
+        Ok(head)
+    }
+
+    /// The bytes as one packet: the segment itself when there is one, else a copy into a pooled
+    /// buffer of the global pool.
+    #[cfg(not(packetpipe_loom))]
+    pub fn to_packet(&self) -> Result<Packet, Error> {
+        match self.segment_count() {
+            0 => Ok(Packet::new()),
+            1 => Ok(self.segments.get(0).expect("one segment").clone()),
+            _ => {
+                let mut buf = crate::Pool::global().rent(self.len)?;
+                for segment in self.iter() {
+                    buf.extend_from_slice(segment)?;
+                }
+                Ok(buf.freeze().into())
+            }
+        }
+    }
+}
+
+impl<P: Into<Packet>> Extend<P> for PacketChain {
+    fn extend<I: IntoIterator<Item = P>>(&mut self, iter: I) {
+        for packet in iter {
+            self.push(packet);
+        }
+    }
+}
+
+impl<P: Into<Packet>> FromIterator<P> for PacketChain {
+    fn from_iter<I: IntoIterator<Item = P>>(iter: I) -> PacketChain {
+        let mut chain = PacketChain::new();
+        chain.extend(iter);
+        chain
+    }
+}
+
+impl From<Packet> for PacketChain {
+    fn from(packet: Packet) -> PacketChain {
+        let mut chain = PacketChain::new();
+        chain.push(packet);
+        chain
+    }
+}
+
+impl fmt::Debug for PacketChain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacketChain")
+            .field("len", &self.len)
+            .field("segments", &self.segment_count())
+            .finish()
+    }
+}
+
+impl Buf for PacketChain {
+    fn remaining(&self) -> usize {
+        self.len
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.segments.get(0).map_or(&[], |p| p.as_slice())
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        assert!(cnt <= self.len, "cannot advance past `remaining`: {cnt} <= {}", self.len);
+        while cnt > 0 {
+            let front = self.segments.front_mut().expect("len counts the segments");
+            if front.len() <= cnt {
+                cnt -= front.len();
+                self.pop_front();
+            } else {
+                front.advance(cnt);
+                self.len -= cnt;
+                cnt = 0;
+            }
+        }
+    }
+
+    fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (slot, packet) in dst.iter_mut().zip(self.iter()) {
+            *slot = IoSlice::new(packet.as_slice());
+            n += 1;
+        }
+        n
+    }
+}

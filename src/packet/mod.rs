@@ -1,0 +1,323 @@
+//! Packet ownership types.
+//!
+//! - [`OwnedPacket`]: an immutable, reference-counted window into a pooled block.
+//! - [`PacketBuf`]: the unique writable handle to a pooled block; seals into `OwnedPacket`s.
+//! - [`Packet`]: the one type the pipe accepts and hands out, over pooled packets, [`Bytes`] and
+//!   static slices; slicing never allocates for any of them.
+//! - [`PacketChain`]: several packets read as one, with a cached total length.
+//!
+//! Bounds conventions: slicing and splitting (`slice`, `split_to`, `split_off`, `Buf::advance`)
+//! follow std and `bytes` and panic with a message naming the numbers; each has a `try_` form that
+//! returns [`Error::OutOfRange`](crate::Error::OutOfRange) instead. Operations whose success depends
+//! on the state of the buffer (`prepend`, `commit`, `extend_from_slice`) always return a `Result`.
+
+mod buf;
+mod chain;
+mod owned;
+
+pub use buf::PacketBuf;
+pub use chain::PacketChain;
+pub use owned::OwnedPacket;
+
+use std::fmt;
+use std::ops::{Deref, RangeBounds};
+
+use bytes::{Buf, Bytes};
+
+use crate::error::{check_range, Error};
+
+/// A packet of bytes with a cheap owner: pooled, [`Bytes`], or static.
+///
+/// Cloning and slicing never allocate and never copy the payload: a pooled packet takes one atomic
+/// increment, a `Bytes` one atomic increment, a static slice nothing. Converting a `Vec<u8>` or a
+/// `Bytes` into a `Packet` may allocate once (the shared header of `bytes`), so that every later
+/// clone or slice does not.
+///
+/// ```
+/// use packetpipe::Packet;
+///
+/// let packets = [
+///     Packet::from(vec![1u8, 2, 3, 4]),
+///     Packet::from(bytes::Bytes::from_static(&[1, 2, 3, 4])),
+///     Packet::from(&[1u8, 2, 3, 4][..]),
+///     Packet::from(packetpipe::Pool::global().copy_from_slice(&[1, 2, 3, 4]).unwrap()),
+/// ];
+/// for packet in &packets {
+///     assert_eq!(&packet.slice(1..3)[..], &[2, 3]);
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Packet {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Owned(OwnedPacket),
+    Bytes(Bytes),
+    Static(&'static [u8]),
+}
+
+impl Default for Packet {
+    fn default() -> Packet {
+        Packet::new()
+    }
+}
+
+impl Packet {
+    /// An empty packet.
+    pub const fn new() -> Packet {
+        Packet { repr: Repr::Static(&[]) }
+    }
+
+    /// A packet over static bytes (no allocation, no reference count).
+    pub const fn from_static(bytes: &'static [u8]) -> Packet {
+        Packet { repr: Repr::Static(bytes) }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// Whether the packet holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Owned(p) => p.as_slice(),
+            Repr::Bytes(b) => b,
+            Repr::Static(s) => s,
+        }
+    }
+
+    /// The pooled packet behind this one, if it is pooled.
+    pub fn as_owned(&self) -> Option<&OwnedPacket> {
+        match &self.repr {
+            Repr::Owned(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// A packet sharing `range` of this one. Panics if the range is out of bounds.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Packet {
+        self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A packet sharing `range` of this one, or [`Error::OutOfRange`].
+    pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<Packet, Error> {
+        let range = check_range("slice", range, self.len())?;
+        let repr = match &self.repr {
+            Repr::Owned(p) => Repr::Owned(p.slice(range)),
+            Repr::Bytes(b) => Repr::Bytes(b.slice(range)),
+            Repr::Static(s) => Repr::Static(&s[range]),
+        };
+        Ok(Packet { repr })
+    }
+
+    /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
+    pub fn split_to(&mut self, at: usize) -> Packet {
+        self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
+    pub fn try_split_to(&mut self, at: usize) -> Result<Packet, Error> {
+        check_at("split_to", at, self.len())?;
+        let repr = match &mut self.repr {
+            Repr::Owned(p) => Repr::Owned(p.split_to(at)),
+            Repr::Bytes(b) => Repr::Bytes(b.split_to(at)),
+            Repr::Static(s) => {
+                let (head, tail) = s.split_at(at);
+                *s = tail;
+                Repr::Static(head)
+            }
+        };
+        Ok(Packet { repr })
+    }
+
+    /// Split off and return the bytes from `at` on; `self` keeps the first `at`. Panics if
+    /// `at > len`.
+    pub fn split_off(&mut self, at: usize) -> Packet {
+        self.try_split_off(at).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`split_off`](Self::split_off), or [`Error::OutOfRange`] if `at > len`.
+    pub fn try_split_off(&mut self, at: usize) -> Result<Packet, Error> {
+        check_at("split_off", at, self.len())?;
+        let repr = match &mut self.repr {
+            Repr::Owned(p) => Repr::Owned(p.split_off(at)),
+            Repr::Bytes(b) => Repr::Bytes(b.split_off(at)),
+            Repr::Static(s) => {
+                let (head, tail) = s.split_at(at);
+                *s = head;
+                Repr::Static(tail)
+            }
+        };
+        Ok(Packet { repr })
+    }
+
+    /// Keep the first `len` bytes (no effect if the packet is shorter).
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.repr {
+            Repr::Owned(p) => p.truncate(len),
+            Repr::Bytes(b) => b.truncate(len),
+            Repr::Static(s) => *s = &s[..len.min(s.len())],
+        }
+    }
+
+    /// Convert into [`Bytes`] without copying the payload (a pooled packet costs one small box,
+    /// see [`OwnedPacket::into_bytes`]).
+    pub fn into_bytes(self) -> Bytes {
+        match self.repr {
+            Repr::Owned(p) => p.into_bytes(),
+            Repr::Bytes(b) => b,
+            Repr::Static(s) => Bytes::from_static(s),
+        }
+    }
+}
+
+fn check_at(operation: &'static str, at: usize, len: usize) -> Result<(), Error> {
+    if at > len {
+        return Err(Error::OutOfRange { operation, start: 0, end: at, len });
+    }
+    Ok(())
+}
+
+/// Make a `Bytes` share its buffer through a reference count now, so later clones and slices
+/// never allocate (`bytes` promotes a `Vec`-backed `Bytes` lazily, on its first clone).
+fn promote(bytes: Bytes) -> Bytes {
+    drop(bytes.clone());
+    bytes
+}
+
+impl From<OwnedPacket> for Packet {
+    fn from(packet: OwnedPacket) -> Packet {
+        Packet { repr: Repr::Owned(packet) }
+    }
+}
+
+impl From<PacketBuf> for Packet {
+    /// Seals the buffer's written bytes.
+    fn from(buf: PacketBuf) -> Packet {
+        buf.freeze().into()
+    }
+}
+
+impl From<Bytes> for Packet {
+    fn from(bytes: Bytes) -> Packet {
+        Packet { repr: Repr::Bytes(promote(bytes)) }
+    }
+}
+
+impl From<bytes::BytesMut> for Packet {
+    fn from(bytes: bytes::BytesMut) -> Packet {
+        bytes.freeze().into()
+    }
+}
+
+impl From<Vec<u8>> for Packet {
+    fn from(vec: Vec<u8>) -> Packet {
+        Bytes::from(vec).into()
+    }
+}
+
+impl From<&'static [u8]> for Packet {
+    fn from(bytes: &'static [u8]) -> Packet {
+        Packet::from_static(bytes)
+    }
+}
+
+impl From<&'static str> for Packet {
+    fn from(s: &'static str) -> Packet {
+        Packet::from_static(s.as_bytes())
+    }
+}
+
+impl From<Packet> for Bytes {
+    fn from(packet: Packet) -> Bytes {
+        packet.into_bytes()
+    }
+}
+
+impl Deref for Packet {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for Packet {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Packet {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for Packet {
+    fn eq(&self, other: &Packet) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Packet {}
+
+impl PartialEq<[u8]> for Packet {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl std::hash::Hash for Packet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl fmt::Debug for Packet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        debug_bytes(f, "Packet", self)
+    }
+}
+
+impl Buf for Packet {
+    fn remaining(&self) -> usize {
+        self.len()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.as_slice()
+    }
+
+    fn advance(&mut self, cnt: usize) {
+        let len = self.len();
+        assert!(cnt <= len, "cannot advance past `remaining`: {cnt} <= {len}");
+        match &mut self.repr {
+            Repr::Owned(p) => p.advance(cnt),
+            Repr::Bytes(b) => b.advance(cnt),
+            Repr::Static(s) => *s = &s[cnt..],
+        }
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        self.split_to(len).into_bytes()
+    }
+}
+
+/// `Name { len: N, data: "..." }` with the first 32 bytes escaped, for `Debug` impls.
+pub(crate) fn debug_bytes(f: &mut fmt::Formatter<'_>, name: &str, bytes: &[u8]) -> fmt::Result {
+    const SHOWN: usize = 32;
+    write!(f, "{name} {{ len: {}, data: b\"", bytes.len())?;
+    for &b in bytes.iter().take(SHOWN) {
+        write!(f, "{}", std::ascii::escape_default(b))?;
+    }
+    let more = if bytes.len() > SHOWN { "\"..." } else { "\"" };
+    write!(f, "{more} }}")
+}

@@ -1,0 +1,227 @@
+//! `OwnedPacket`: an immutable, reference-counted window into a pooled block.
+
+use std::fmt;
+use std::ops::{Deref, RangeBounds};
+
+use bytes::{Buf, Bytes};
+
+use crate::block::Window;
+use crate::error::{check_range, Error};
+
+/// An immutable window of bytes in a pooled block.
+///
+/// Moving it is a plain move; [`clone`](Clone::clone), [`slice`](OwnedPacket::slice) and
+/// [`split_to`](OwnedPacket::split_to) share the block with one atomic increment and no allocation.
+/// When the last packet of a block drops, the block goes back to its pool.
+///
+/// Range arguments follow std's slice conventions: `slice`, `split_to`, `split_off` and
+/// [`Buf::advance`] panic with a message naming the numbers when out of bounds; the `try_` forms
+/// return [`Error::OutOfRange`] instead.
+///
+/// ```
+/// use packetpipe::Pool;
+///
+/// let pool = Pool::new();
+/// let mut packet = pool.copy_from_slice(b"header:body").unwrap();
+/// let header = packet.split_to(7); // shares the block, copies nothing
+/// assert_eq!(&header[..], b"header:");
+/// assert_eq!(&packet[..], b"body");
+/// let bytes: bytes::Bytes = packet.into(); // zero-copy into the `bytes` ecosystem
+/// assert_eq!(bytes, "body");
+/// ```
+#[derive(Clone)]
+pub struct OwnedPacket {
+    window: Window,
+}
+
+impl OwnedPacket {
+    pub(crate) fn from_window(window: Window) -> OwnedPacket {
+        OwnedPacket { window }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.window.len()
+    }
+
+    /// Whether the packet holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.window.as_slice()
+    }
+
+    /// A packet sharing `range` of this one. Panics if the range is out of bounds.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> OwnedPacket {
+        self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A packet sharing `range` of this one, or [`Error::OutOfRange`].
+    pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<OwnedPacket, Error> {
+        let range = check_range("slice", range, self.len())?;
+        let mut window = self.window.clone();
+        window.narrow(range.start, range.end);
+        Ok(OwnedPacket { window })
+    }
+
+    /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
+    pub fn split_to(&mut self, at: usize) -> OwnedPacket {
+        self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
+    pub fn try_split_to(&mut self, at: usize) -> Result<OwnedPacket, Error> {
+        let head = self.try_slice_for("split_to", at)?;
+        self.window.narrow(at, self.len());
+        Ok(head)
+    }
+
+    /// Split off and return the bytes from `at` on; `self` keeps the first `at`. Panics if
+    /// `at > len`.
+    pub fn split_off(&mut self, at: usize) -> OwnedPacket {
+        self.try_split_off(at).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`split_off`](Self::split_off), or [`Error::OutOfRange`] if `at > len`.
+    pub fn try_split_off(&mut self, at: usize) -> Result<OwnedPacket, Error> {
+        self.try_slice_for("split_off", at)?;
+        let mut tail = self.window.clone();
+        tail.narrow(at, self.len());
+        self.window.narrow(0, at);
+        Ok(OwnedPacket { window: tail })
+    }
+
+    fn try_slice_for(&self, operation: &'static str, at: usize) -> Result<OwnedPacket, Error> {
+        if at > self.len() {
+            return Err(Error::OutOfRange { operation, start: 0, end: at, len: self.len() });
+        }
+        let mut window = self.window.clone();
+        window.narrow(0, at);
+        Ok(OwnedPacket { window })
+    }
+
+    /// Keep the first `len` bytes (no effect if the packet is shorter).
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            self.window.narrow(0, len);
+        }
+    }
+
+    /// Whether this is the only handle to its block (no other packet or writer shares it).
+    pub fn is_unique(&self) -> bool {
+        self.window.is_unique()
+    }
+
+    /// Bytes of the block in front of this packet. They can be used by [`prepend`](Self::prepend)
+    /// only while the packet [`is_unique`](Self::is_unique).
+    pub fn headroom(&self) -> usize {
+        self.window.offset()
+    }
+
+    /// Write `header` in front of the bytes, in place, growing the packet (the .NET
+    /// `ExpandHeader`). Needs sole ownership of the block and enough headroom; otherwise returns
+    /// [`Error::SharedBlock`] or [`Error::NoHeadroom`] and leaves the packet unchanged.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let mut buf = pool.rent_with_headroom(2, 16).unwrap();
+    /// buf.extend_from_slice(b"payload").unwrap();
+    /// let mut packet = buf.freeze();
+    /// packet.prepend(&[0, 7]).unwrap();
+    /// assert_eq!(&packet[..], b"\0\x07payload");
+    /// let copy = packet.clone();
+    /// assert!(packet.prepend(b"x").is_err()); // shared now
+    /// # drop(copy);
+    /// ```
+    pub fn prepend(&mut self, header: &[u8]) -> Result<(), Error> {
+        self.window.prepend(header)
+    }
+
+    /// The bytes, mutably, if this is the only handle to its block (as `Arc::get_mut`).
+    pub fn get_mut(&mut self) -> Option<&mut [u8]> {
+        self.window.get_mut()
+    }
+
+    /// Convert into [`Bytes`] without copying the payload. Costs one small allocation (the owner
+    /// box of `Bytes::from_owner`); the block returns to the pool when the `Bytes` drops.
+    pub fn into_bytes(self) -> Bytes {
+        if self.is_empty() {
+            return Bytes::new();
+        }
+        Bytes::from_owner(self)
+    }
+
+}
+
+impl Deref for OwnedPacket {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for OwnedPacket {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for OwnedPacket {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for OwnedPacket {
+    fn eq(&self, other: &OwnedPacket) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for OwnedPacket {}
+
+impl PartialEq<[u8]> for OwnedPacket {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl std::hash::Hash for OwnedPacket {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl fmt::Debug for OwnedPacket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        super::debug_bytes(f, "OwnedPacket", self.as_slice())
+    }
+}
+
+impl From<OwnedPacket> for Bytes {
+    fn from(packet: OwnedPacket) -> Bytes {
+        packet.into_bytes()
+    }
+}
+
+impl Buf for OwnedPacket {
+    fn remaining(&self) -> usize {
+        self.len()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.as_slice()
+    }
+
+    fn advance(&mut self, cnt: usize) {
+        assert!(cnt <= self.len(), "cannot advance past `remaining`: {cnt} <= {}", self.len());
+        self.window.narrow(cnt, self.len());
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        self.split_to(len).into_bytes()
+    }
+}

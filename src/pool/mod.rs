@@ -1,0 +1,301 @@
+//! The buffer pool: power-of-two size classes, per-thread caches, a shared depot.
+//!
+//! A [`Pool`] hands out [`PacketBuf`]s backed by pooled blocks. When the last packet referring to a
+//! block drops, the block goes back to the dropping thread's cache; caches exchange whole magazines
+//! of blocks with a shared depot, so one thread that rents and another that returns (the pipe's
+//! pattern) reach a steady state with no fresh allocations and no lock on the common path.
+//!
+//! Requests above the largest class are plain allocations, freed on return and never retained.
+//!
+//! ```
+//! use packetpipe::Pool;
+//!
+//! let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+//! let mut buf = pool.rent(1500).unwrap();
+//! assert_eq!(buf.capacity(), 2048); // rounded up to the class size
+//! buf.extend_from_slice(b"hello").unwrap();
+//! let packet = buf.seal(); // an OwnedPacket; the buffer's tail stays writable
+//! assert_eq!(&packet[..], b"hello");
+//! drop((buf, packet));
+//! assert_eq!(pool.stats().outstanding, 0);
+//! ```
+
+mod shared;
+mod stats;
+mod thread_cache;
+
+pub use stats::PoolStats;
+
+pub(crate) use shared::PoolShared;
+
+use crate::block::{FreeBlock, MAX_CAPACITY, UNPOOLED};
+use crate::error::Error;
+use crate::packet::{OwnedPacket, PacketBuf};
+use crate::sync::Arc;
+use shared::Config;
+use stats::bump_shared;
+
+/// A handle to a buffer pool. Cloning shares the pool.
+///
+/// Dropping the last handle empties the shared depot and stops caching; blocks still referenced by
+/// packets stay valid and are freed when their last packet drops.
+#[derive(Clone)]
+pub struct Pool {
+    handle: Arc<Handle>,
+}
+
+/// Closes the shared state when the last `Pool` handle goes, breaking the cycle between the depot
+/// (which owns free blocks) and the blocks (which hold the shared state alive).
+struct Handle {
+    shared: Arc<PoolShared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.close();
+        thread_cache::trim(&self.shared);
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.handle.shared.config;
+        f.debug_struct("Pool")
+            .field("min_class_size", &(1usize << c.min_shift))
+            .field("max_class_size", &(1usize << c.max_shift))
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool::new()
+    }
+}
+
+impl Pool {
+    /// A new pool with the default settings (see [`PoolBuilder`]).
+    pub fn new() -> Pool {
+        PoolBuilder::default().build().expect("default pool settings are valid")
+    }
+
+    /// Start configuring a pool.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+
+    /// The process-wide pool used when no other is given.
+    #[cfg(not(packetpipe_loom))]
+    pub fn global() -> &'static Pool {
+        static GLOBAL: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+        GLOBAL.get_or_init(Pool::new)
+    }
+
+    /// Rent a writable buffer of at least `size` bytes (the class size, for pooled sizes).
+    ///
+    /// Errors: `size == 0`, a size no allocation can have, or the allocator refusing the memory.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// assert!(pool.rent(0).is_err());
+    /// assert!(pool.rent(usize::MAX).is_err());
+    /// assert_eq!(pool.rent(100).unwrap().capacity(), 128);
+    /// ```
+    pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
+        self.rent_with_headroom(0, size)
+    }
+
+    /// Rent a buffer with `headroom` bytes reserved in front for [`PacketBuf::prepend`], and at
+    /// least `size` bytes after it.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let mut buf = pool.rent_with_headroom(4, 60).unwrap();
+    /// buf.extend_from_slice(b"body").unwrap();
+    /// buf.prepend(&4u32.to_be_bytes()).unwrap();
+    /// assert_eq!(&buf[..], b"\0\0\0\x04body");
+    /// ```
+    pub fn rent_with_headroom(&self, headroom: usize, size: usize) -> Result<PacketBuf, Error> {
+        if size == 0 {
+            return Err(Error::ZeroSizeRequest);
+        }
+        let total = headroom.checked_add(size).ok_or(Error::RequestTooLarge {
+            requested: usize::MAX,
+            limit: MAX_CAPACITY,
+        })?;
+        let block = self.rent_block(total)?;
+        Ok(PacketBuf::from_writer(block.into_writer(headroom)))
+    }
+
+    fn rent_block(&self, size: usize) -> Result<FreeBlock, Error> {
+        let shared = &self.handle.shared;
+        match shared.config.class_of(size) {
+            Some(class) => thread_cache::rent(shared, class),
+            None => {
+                let block = FreeBlock::allocate(size, UNPOOLED, Some(shared.clone()))?;
+                bump_shared(&shared.shared_counts.rents, 1);
+                bump_shared(&shared.shared_counts.unpooled, 1);
+                Ok(block)
+            }
+        }
+    }
+
+    /// Copy `data` into a fitted pooled buffer and seal it.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let packet = pool.copy_from_slice(b"frame").unwrap();
+    /// assert_eq!(&packet[..], b"frame");
+    /// ```
+    pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
+        let mut buf = self.rent(data.len().max(1))?;
+        buf.extend_from_slice(data)?;
+        Ok(buf.freeze())
+    }
+
+    /// A snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        self.handle.shared.stats()
+    }
+
+    /// Free the blocks held in the shared depot and in the calling thread's cache; returns the
+    /// payload bytes freed. Other threads' caches (bounded by the cache settings) are untouched:
+    /// they are flushed to the depot when those threads exit.
+    pub fn trim(&self) -> usize {
+        self.handle.shared.drain_depots() + thread_cache::trim(&self.handle.shared)
+    }
+
+    /// The size of the smallest pooled block.
+    pub fn min_class_size(&self) -> usize {
+        1 << self.handle.shared.config.min_shift
+    }
+
+    /// The size of the largest pooled block; larger requests are plain allocations.
+    pub fn max_class_size(&self) -> usize {
+        1 << self.handle.shared.config.max_shift
+    }
+
+    /// The capacity a request of `size` bytes gets, or `None` if it is not pooled.
+    pub fn class_size_for(&self, size: usize) -> Option<usize> {
+        let config = &self.handle.shared.config;
+        config.class_of(size).map(|class| config.class_size(class))
+    }
+}
+
+/// Send a block whose last reference dropped back to where it belongs.
+pub(crate) fn recycle(block: FreeBlock) {
+    if block.class() == UNPOOLED {
+        if let Some(pool) = block.pool() {
+            bump_shared(&pool.shared_counts.returns, 1);
+            bump_shared(&pool.shared_counts.frees, 1);
+        }
+        return; // dropping the block frees it
+    }
+    thread_cache::recycle(block);
+}
+
+/// Settings for a [`Pool`].
+///
+/// ```
+/// let pool = packetpipe::Pool::builder()
+///     .min_class_size(256)
+///     .max_class_size(256 * 1024)
+///     .thread_cache_depth(16)
+///     .max_retained_bytes(8 << 20)
+///     .clear_on_return(true)
+///     .build()
+///     .unwrap();
+/// assert_eq!(pool.class_size_for(10), Some(256));
+/// assert_eq!(pool.class_size_for(300 * 1024), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct PoolBuilder {
+    min_class: usize,
+    max_class: usize,
+    cache_depth: usize,
+    magazine_bytes: usize,
+    max_retained_bytes: usize,
+    clear_on_return: bool,
+}
+
+impl Default for PoolBuilder {
+    fn default() -> PoolBuilder {
+        PoolBuilder {
+            min_class: DEFAULT_MIN_CLASS,
+            max_class: 1 << 20,
+            cache_depth: 32,
+            magazine_bytes: 256 * 1024,
+            max_retained_bytes: 64 << 20,
+            clear_on_return: false,
+        }
+    }
+}
+
+/// Smallest pooled class. See BENCHMARKS.md, `buffer_cost`: at 64 B a warm rent+return costs less
+/// than `Vec::with_capacity`+drop on the reference machine, so the pool serves tiny sizes too.
+const DEFAULT_MIN_CLASS: usize = 64;
+
+/// Largest class the builder accepts (1 GiB).
+const MAX_CLASS_LIMIT: usize = 1 << 30;
+
+impl PoolBuilder {
+    /// Smallest block size (default 64 B); smaller requests get a block of this size. Rounded up
+    /// to a power of two.
+    pub fn min_class_size(mut self, bytes: usize) -> Self {
+        self.min_class = bytes;
+        self
+    }
+
+    /// Largest pooled block size (default 1 MiB); larger requests are plain allocations, freed on
+    /// return. Rounded up to a power of two, at most 1 GiB.
+    pub fn max_class_size(mut self, bytes: usize) -> Self {
+        self.max_class = bytes;
+        self
+    }
+
+    /// Blocks per thread-cache magazine for small classes (default 32). Each thread caches up to
+    /// two magazines per class.
+    pub fn thread_cache_depth(mut self, blocks: usize) -> Self {
+        self.cache_depth = blocks;
+        self
+    }
+
+    /// Bytes per thread-cache magazine (default 256 KiB): large classes get fewer blocks per
+    /// magazine, at least one.
+    pub fn thread_cache_bytes(mut self, bytes: usize) -> Self {
+        self.magazine_bytes = bytes;
+        self
+    }
+
+    /// Bound on the bytes held by the shared depot (default 64 MiB); magazines beyond it are freed.
+    pub fn max_retained_bytes(mut self, bytes: usize) -> Self {
+        self.max_retained_bytes = bytes;
+        self
+    }
+
+    /// Zero every block when it is returned, so no data outlives its packets in memory.
+    pub fn clear_on_return(mut self, clear: bool) -> Self {
+        self.clear_on_return = clear;
+        self
+    }
+
+    /// Build the pool. Fails if the smallest class is larger than the largest.
+    pub fn build(self) -> Result<Pool, Error> {
+        let round = |n: usize| n.clamp(1, MAX_CLASS_LIMIT).next_power_of_two();
+        let (min_class, max_class) = (round(self.min_class), round(self.max_class));
+        if min_class > max_class {
+            return Err(Error::InvalidPoolConfig { min_class, max_class });
+        }
+        let config = Config {
+            min_shift: min_class.trailing_zeros(),
+            max_shift: max_class.trailing_zeros(),
+            cache_depth: self.cache_depth,
+            magazine_bytes: self.magazine_bytes,
+            max_retained_bytes: self.max_retained_bytes,
+            clear_on_return: self.clear_on_return,
+        };
+        let shared = Arc::new(PoolShared::new(config));
+        Ok(Pool { handle: Arc::new(Handle { shared }) })
+    }
+}

@@ -1,0 +1,166 @@
+//! State shared by every thread using one pool: configuration, the depot of full magazines, the
+//! registry of per-thread statistics.
+
+use super::stats::{bump_shared, PoolStats, Slot, StatsSlot};
+use crate::block::{FreeBlock, FreeStack};
+use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{lock, Arc, CachePadded, Mutex};
+
+/// Settled configuration of a pool (see `PoolBuilder` for the meaning of each field).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) min_shift: u32,
+    pub(crate) max_shift: u32,
+    pub(crate) cache_depth: usize,
+    pub(crate) magazine_bytes: usize,
+    pub(crate) max_retained_bytes: usize,
+    pub(crate) clear_on_return: bool,
+}
+
+impl Config {
+    pub(crate) fn classes(&self) -> usize {
+        (self.max_shift - self.min_shift + 1) as usize
+    }
+
+    /// The class serving a request of `n` bytes (n >= 1), or `None` above the largest class.
+    pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
+        if n > 1usize << self.max_shift {
+            return None;
+        }
+        let shift = usize::BITS - (n.max(1) - 1).leading_zeros();
+        Some(shift.saturating_sub(self.min_shift) as usize)
+    }
+
+    pub(crate) fn class_size(&self, class: usize) -> usize {
+        1usize << (class as u32 + self.min_shift)
+    }
+
+    /// Blocks per thread-cache magazine for a class: as many as fit in `magazine_bytes`, at least
+    /// one, at most `cache_depth`.
+    pub(crate) fn magazine_len(&self, class: usize) -> usize {
+        (self.magazine_bytes / self.class_size(class)).clamp(1, self.cache_depth.max(1))
+    }
+}
+
+/// Full (or, from exiting threads, partial) magazines waiting to be picked up by a renting thread.
+struct Depot {
+    magazines: Vec<FreeStack>,
+}
+
+pub(crate) struct PoolShared {
+    pub(crate) config: Config,
+    depots: Box<[CachePadded<Mutex<Depot>>]>,
+    /// Payload bytes in all depots; updated under a depot lock, read without one.
+    depot_bytes: AtomicUsize,
+    /// Set when the last `Pool` handle drops: returns are freed from then on, nothing is cached.
+    closed: AtomicBool,
+    slots: Mutex<Vec<Arc<Slot>>>,
+    /// Counters for events with no thread slot at hand (unpooled blocks, thread-local teardown).
+    pub(crate) shared_counts: StatsSlot,
+}
+
+impl PoolShared {
+    pub(crate) fn new(config: Config) -> PoolShared {
+        let depots = (0..config.classes())
+            .map(|_| CachePadded(Mutex::new(Depot { magazines: Vec::new() })))
+            .collect();
+        PoolShared {
+            config,
+            depots,
+            depot_bytes: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            slots: Mutex::new(Vec::new()),
+            shared_counts: StatsSlot::default(),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Take a magazine of free blocks of `class`, if the depot has one.
+    pub(crate) fn take_magazine(&self, class: usize) -> Option<FreeStack> {
+        let mut depot = lock(&self.depots[class]);
+        let magazine = depot.magazines.pop()?;
+        self.depot_bytes.fetch_sub(magazine.bytes(), Ordering::Relaxed);
+        Some(magazine)
+    }
+
+    /// Give a magazine to the depot, or free its blocks when the pool is closed or the depot would
+    /// exceed its byte bound. Returns how many blocks were freed.
+    pub(crate) fn put_magazine(&self, class: usize, magazine: FreeStack) -> usize {
+        if magazine.is_empty() {
+            return 0;
+        }
+        let mut depot = lock(&self.depots[class]);
+        // Checked under the lock so `close`, which drains under the same lock, cannot miss it.
+        let over = self.depot_bytes.load(Ordering::Relaxed) + magazine.bytes()
+            > self.config.max_retained_bytes;
+        if self.is_closed() || over {
+            drop(depot);
+            let freed = magazine.len();
+            bump_shared(&self.shared_counts.frees, freed as u64);
+            drop(magazine);
+            return freed;
+        }
+        self.depot_bytes.fetch_add(magazine.bytes(), Ordering::Relaxed);
+        depot.magazines.push(magazine);
+        0
+    }
+
+    /// Return one block without a thread cache (thread-local storage torn down or in use).
+    pub(crate) fn put_block(&self, block: FreeBlock) {
+        let class = block.class() as usize;
+        let mut magazine = FreeStack::new();
+        magazine.push(block);
+        self.put_magazine(class, magazine);
+    }
+
+    /// Free every block in the depots; returns the payload bytes freed.
+    pub(crate) fn drain_depots(&self) -> usize {
+        let mut freed_bytes = 0;
+        for depot in self.depots.iter() {
+            let magazines = std::mem::take(&mut lock(depot).magazines);
+            for magazine in magazines {
+                self.depot_bytes.fetch_sub(magazine.bytes(), Ordering::Relaxed);
+                freed_bytes += magazine.bytes();
+                bump_shared(&self.shared_counts.frees, magazine.len() as u64);
+            }
+        }
+        freed_bytes
+    }
+
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.drain_depots();
+    }
+
+    /// A statistics slot for a new thread: a dead thread's slot if there is one, else a new one.
+    pub(crate) fn claim_slot(&self) -> Arc<Slot> {
+        let mut slots = lock(&self.slots);
+        for slot in slots.iter() {
+            if slot
+                .in_use
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return slot.clone();
+            }
+        }
+        let slot = Arc::new(CachePadded(StatsSlot::default()));
+        slot.in_use.store(true, Ordering::Relaxed);
+        slots.push(slot.clone());
+        slot
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        let mut stats = PoolStats::default();
+        for slot in lock(&self.slots).iter() {
+            stats.add_slot(slot);
+        }
+        stats.add_slot(&self.shared_counts);
+        stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
+        stats.outstanding = stats.rents.saturating_sub(stats.returns);
+        stats
+    }
+}

@@ -1,0 +1,215 @@
+//! Per-thread caches: two magazines per size class, refilled from and spilled to the shared depot
+//! a whole magazine at a time, so the common rent and return take no lock and no atomic RMW.
+//!
+//! This is the magazine scheme of Bonwick's slab allocator: a thread rents from its `loaded`
+//! magazine and returns into it; when `loaded` runs empty (or full) it swaps with `spare` before
+//! touching the depot, so a thread bouncing around a boundary does not hit the lock every time.
+
+use std::cell::RefCell;
+
+use super::shared::PoolShared;
+use super::stats::{bump, bump_shared, Slot};
+use crate::block::{FreeBlock, FreeStack};
+use crate::error::Error;
+use crate::sync::atomic::Ordering;
+use crate::sync::{thread_local, Arc};
+
+struct Magazines {
+    loaded: FreeStack,
+    spare: FreeStack,
+    capacity: usize,
+}
+
+/// One thread's cache for one pool.
+struct ThreadCache {
+    pool: Arc<PoolShared>,
+    slot: Arc<Slot>,
+    classes: Box<[Magazines]>,
+    cached_bytes: usize,
+}
+
+impl ThreadCache {
+    fn new(pool: Arc<PoolShared>) -> ThreadCache {
+        let config = pool.config;
+        let classes = (0..config.classes())
+            .map(|class| Magazines {
+                loaded: FreeStack::new(),
+                spare: FreeStack::new(),
+                capacity: config.magazine_len(class),
+            })
+            .collect();
+        let slot = pool.claim_slot();
+        ThreadCache { pool, slot, classes, cached_bytes: 0 }
+    }
+
+    fn set_cached_bytes(&mut self, bytes: usize) {
+        self.cached_bytes = bytes;
+        self.slot.cached_bytes.store(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
+        let mags = &mut self.classes[class];
+        if mags.loaded.is_empty() {
+            if !mags.spare.is_empty() {
+                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+            } else if let Some(magazine) = self.pool.take_magazine(class) {
+                self.cached_bytes += magazine.bytes();
+                mags.loaded = magazine;
+            }
+        }
+        let block = match mags.loaded.pop() {
+            Some(block) => {
+                let bytes = self.cached_bytes - block.capacity();
+                self.set_cached_bytes(bytes);
+                block
+            }
+            None => {
+                let size = self.pool.config.class_size(class);
+                let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
+                bump(&self.slot.fresh, 1);
+                block
+            }
+        };
+        bump(&self.slot.rents, 1);
+        Ok(block)
+    }
+
+    fn recycle(&mut self, mut block: FreeBlock) {
+        bump(&self.slot.returns, 1);
+        if self.pool.is_closed() {
+            bump(&self.slot.frees, 1);
+            return; // dropping the block frees it
+        }
+        if self.pool.config.clear_on_return {
+            block.zero_payload();
+        }
+        let class = block.class() as usize;
+        let mags = &mut self.classes[class];
+        let mut bytes = self.cached_bytes + block.capacity();
+        if mags.loaded.len() >= mags.capacity {
+            if mags.spare.is_empty() {
+                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+            } else {
+                let full = std::mem::replace(&mut mags.spare, FreeStack::new());
+                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+                bytes -= full.bytes();
+                self.pool.put_magazine(class, full);
+            }
+        }
+        mags.loaded.push(block);
+        self.set_cached_bytes(bytes);
+    }
+
+    /// Move every cached block of this thread to the depot (or free them if the pool is closed).
+    fn flush(&mut self) {
+        for class in 0..self.classes.len() {
+            let mags = &mut self.classes[class];
+            let loaded = std::mem::replace(&mut mags.loaded, FreeStack::new());
+            let spare = std::mem::replace(&mut mags.spare, FreeStack::new());
+            self.pool.put_magazine(class, loaded);
+            self.pool.put_magazine(class, spare);
+        }
+        self.set_cached_bytes(0);
+    }
+
+    /// Free every cached block of this thread; returns the payload bytes freed.
+    fn trim(&mut self) -> usize {
+        let freed_bytes = self.cached_bytes;
+        let mut freed = 0;
+        for mags in self.classes.iter_mut() {
+            freed += mags.loaded.len() + mags.spare.len();
+            mags.loaded = FreeStack::new();
+            mags.spare = FreeStack::new();
+        }
+        bump(&self.slot.frees, freed as u64);
+        self.set_cached_bytes(0);
+        freed_bytes
+    }
+}
+
+impl Drop for ThreadCache {
+    fn drop(&mut self) {
+        self.flush();
+        // Hand the slot to the next thread; its counts stay in the totals.
+        self.slot.in_use.store(false, Ordering::Release);
+    }
+}
+
+/// This thread's caches, one per pool it has used (usually one or two, so a linear scan).
+#[derive(Default)]
+struct ThreadCaches {
+    caches: Vec<ThreadCache>,
+}
+
+impl ThreadCaches {
+    fn get(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
+        let index = match self.caches.iter().position(|c| Arc::ptr_eq(&c.pool, pool)) {
+            Some(index) => index,
+            None => {
+                // Registration is the slow path: drop caches of pools closed since (this frees
+                // their blocks and their hold on the pool's shared state).
+                self.caches.retain(|c| !c.pool.is_closed());
+                self.caches.push(ThreadCache::new(pool.clone()));
+                self.caches.len() - 1
+            }
+        };
+        &mut self.caches[index]
+    }
+}
+
+thread_local! {
+    static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::default());
+}
+
+/// Run `f` on this thread's cache for `pool`; `None` if thread-local storage is being torn down
+/// or already borrowed (a drop running inside the cache code).
+fn with_cache<R>(pool: &Arc<PoolShared>, f: impl FnOnce(&mut ThreadCache) -> R) -> Option<R> {
+    let mut f = Some(f);
+    CACHES
+        .try_with(|caches| {
+            let mut caches = caches.try_borrow_mut().ok()?;
+            let f = f.take()?;
+            Some(f(caches.get(pool)))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Rent a free block of `class` from this thread's cache, the depot, or the system.
+pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
+    if let Some(result) = with_cache(pool, |cache| cache.rent(class)) {
+        return result;
+    }
+    // No thread cache: go to the depot directly.
+    bump_shared(&pool.shared_counts.rents, 1);
+    if let Some(mut magazine) = pool.take_magazine(class) {
+        let block = magazine.pop().expect("depot magazines are never empty");
+        pool.put_magazine(class, magazine);
+        return Ok(block);
+    }
+    bump_shared(&pool.shared_counts.fresh, 1);
+    FreeBlock::allocate(pool.config.class_size(class), class as u8, Some(pool.clone()))
+}
+
+/// Take back a pooled block whose last reference was dropped.
+pub(crate) fn recycle(block: FreeBlock) {
+    let mut pending = Some(block);
+    let _ = CACHES.try_with(|caches| {
+        let Ok(mut caches) = caches.try_borrow_mut() else { return };
+        let Some(block) = pending.take() else { return };
+        // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
+        let cache = caches.get(block.pool().expect("pooled blocks belong to a pool"));
+        cache.recycle(block);
+    });
+    if let Some(block) = pending {
+        // No thread cache: keep the pool alive independently of the block, which may be freed.
+        let pool = block.pool().expect("pooled blocks belong to a pool").clone();
+        bump_shared(&pool.shared_counts.returns, 1);
+        pool.put_block(block);
+    }
+}
+
+/// Free this thread's cached blocks of `pool`.
+pub(crate) fn trim(pool: &Arc<PoolShared>) -> usize {
+    with_cache(pool, ThreadCache::trim).unwrap_or(0)
+}

@@ -1,0 +1,299 @@
+//! Helpers for data held in several segments: copy out, hex dump, lossy UTF-8, pattern search.
+//!
+//! One trait, [`ByteSegments`], gives every segmented type in the crate (packets, chains, the
+//! pipe's read buffers) the same helpers, all of which stream over the segments without joining
+//! them into one allocation first.
+
+use std::fmt;
+
+use crate::error::Error;
+use crate::packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
+
+/// Data held as a sequence of byte segments, with helpers that work across segment boundaries.
+///
+/// ```
+/// use packetpipe::{ByteSegments, Packet, PacketChain};
+///
+/// let chain: PacketChain = [&b"caf\xc3"[..], &b"\xa9 ok"[..]].into_iter().map(Packet::from).collect();
+/// assert_eq!(chain.display_lossy().to_string(), "café ok"); // 'é' is split across segments
+/// assert_eq!(chain.find(b"\xa9 o"), Some(4));
+/// assert_eq!(chain.hex_dump(4).to_string(), "00000000  63 61 66 c3                                       |caf.|\n... 4 more bytes\n");
+/// let mut first = [0u8; 5];
+/// chain.copy_prefix_to(&mut first).unwrap();
+/// assert_eq!(&first, b"caf\xc3\xa9");
+/// ```
+pub trait ByteSegments {
+    /// The segments, front to back.
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone;
+
+    /// Total bytes in all segments.
+    fn byte_len(&self) -> usize {
+        self.segments().map(<[u8]>::len).sum()
+    }
+
+    /// All bytes, copied into one vector.
+    fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.byte_len());
+        for segment in self.segments() {
+            out.extend_from_slice(segment);
+        }
+        out
+    }
+
+    /// Copy the first `dst.len()` bytes into `dst` without consuming anything.
+    /// [`Error::OutOfRange`] (copying nothing) if there are fewer bytes than that.
+    fn copy_prefix_to(&self, dst: &mut [u8]) -> Result<(), Error> {
+        let len = self.byte_len();
+        if dst.len() > len {
+            return Err(Error::OutOfRange { operation: "copy_prefix_to", start: 0, end: dst.len(), len });
+        }
+        let mut filled = 0;
+        for segment in self.segments() {
+            if filled == dst.len() {
+                break;
+            }
+            let n = segment.len().min(dst.len() - filled);
+            dst[filled..filled + n].copy_from_slice(&segment[..n]);
+            filled += n;
+        }
+        Ok(())
+    }
+
+    /// A `Display` of the first `limit` bytes as a classic hex dump (16 bytes a line, offset, hex,
+    /// ASCII), followed by a count of the bytes left out.
+    fn hex_dump(&self, limit: usize) -> HexDump<'_, Self> {
+        HexDump { source: self, limit }
+    }
+
+    /// A `Display` of the bytes as UTF-8, with invalid sequences shown as U+FFFD, decoded segment by
+    /// segment (a character split across segments is decoded whole) without building a `String`.
+    fn display_lossy(&self) -> Utf8Lossy<'_, Self> {
+        Utf8Lossy { source: self }
+    }
+
+    /// Offset of the first occurrence of `pattern`, which may span segment boundaries. An empty
+    /// pattern is found at 0.
+    fn find(&self, pattern: &[u8]) -> Option<usize> {
+        find_in(self.segments(), pattern)
+    }
+}
+
+fn find_in<'a>(segments: impl Iterator<Item = &'a [u8]> + Clone, pattern: &[u8]) -> Option<usize> {
+    let Some((&first, rest)) = pattern.split_first() else {
+        return Some(0);
+    };
+    let mut base = 0;
+    let mut segments = segments;
+    while let Some(segment) = segments.next() {
+        let mut from = 0;
+        while let Some(pos) = segment[from..].iter().position(|&b| b == first) {
+            let at = from + pos;
+            if starts_with(&segment[at + 1..], segments.clone(), rest) {
+                return Some(base + at);
+            }
+            from = at + 1;
+        }
+        base += segment.len();
+    }
+    None
+}
+
+/// Whether the bytes `head` followed by the `tail` segments start with `pattern`.
+fn starts_with<'a>(head: &'a [u8], tail: impl Iterator<Item = &'a [u8]>, mut pattern: &[u8]) -> bool {
+    for segment in std::iter::once(head).chain(tail) {
+        if pattern.is_empty() {
+            return true;
+        }
+        let n = segment.len().min(pattern.len());
+        if segment[..n] != pattern[..n] {
+            return false;
+        }
+        pattern = &pattern[n..];
+    }
+    pattern.is_empty()
+}
+
+/// Hex dump of the first bytes of segmented data; see [`ByteSegments::hex_dump`].
+pub struct HexDump<'a, S: ?Sized> {
+    source: &'a S,
+    limit: usize,
+}
+
+impl<S: ByteSegments + ?Sized> fmt::Display for HexDump<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const WIDTH: usize = 16;
+        let mut line = [0u8; WIDTH];
+        let mut filled = 0;
+        let mut offset = 0;
+        let bytes = self.source.segments().flat_map(|s| s.iter().copied()).take(self.limit);
+        for byte in bytes {
+            line[filled] = byte;
+            filled += 1;
+            if filled == WIDTH {
+                write_hex_line(f, offset, &line)?;
+                offset += WIDTH;
+                filled = 0;
+            }
+        }
+        if filled > 0 {
+            write_hex_line(f, offset, &line[..filled])?;
+        }
+        let shown = offset + filled;
+        let total = self.source.byte_len();
+        if total > shown {
+            writeln!(f, "... {} more bytes", total - shown)?;
+        }
+        Ok(())
+    }
+}
+
+fn write_hex_line(f: &mut fmt::Formatter<'_>, offset: usize, line: &[u8]) -> fmt::Result {
+    write!(f, "{offset:08x} ")?;
+    for i in 0..16 {
+        if i == 8 {
+            f.write_str(" ")?;
+        }
+        match line.get(i) {
+            Some(b) => write!(f, " {b:02x}")?,
+            None => f.write_str("   ")?,
+        }
+    }
+    f.write_str("  |")?;
+    for &b in line {
+        let c = if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' };
+        write!(f, "{c}")?;
+    }
+    f.write_str("|\n")
+}
+
+/// Lossy UTF-8 view of segmented data; see [`ByteSegments::display_lossy`].
+pub struct Utf8Lossy<'a, S: ?Sized> {
+    source: &'a S,
+}
+
+impl<S: ByteSegments + ?Sized> fmt::Display for Utf8Lossy<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut decoder = LossyDecoder::default();
+        for segment in self.source.segments() {
+            decoder.feed(f, segment)?;
+        }
+        decoder.finish(f)
+    }
+}
+
+/// Streaming lossy UTF-8 decoder: carries an incomplete character from one segment to the next.
+#[derive(Default)]
+struct LossyDecoder {
+    carry: [u8; 4],
+    carried: usize,
+}
+
+const REPLACEMENT: &str = "\u{FFFD}";
+
+impl LossyDecoder {
+    fn feed(&mut self, f: &mut fmt::Formatter<'_>, mut input: &[u8]) -> fmt::Result {
+        if self.carried > 0 {
+            input = self.complete_carry(f, input)?;
+            if self.carried > 0 {
+                return Ok(()); // still incomplete: the segment was too short
+            }
+        }
+        loop {
+            match std::str::from_utf8(input) {
+                Ok(text) => return f.write_str(text),
+                Err(e) => {
+                    let (valid, rest) = input.split_at(e.valid_up_to());
+                    f.write_str(std::str::from_utf8(valid).expect("valid prefix"))?;
+                    match e.error_len() {
+                        Some(bad) => {
+                            f.write_str(REPLACEMENT)?;
+                            input = &rest[bad..];
+                        }
+                        None => {
+                            // An incomplete character at the end: keep it for the next segment.
+                            self.carry[..rest.len()].copy_from_slice(rest);
+                            self.carried = rest.len();
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Add bytes from `input` to the carried prefix until it decodes or proves invalid; returns the
+    /// unused part of `input`.
+    fn complete_carry<'a>(&mut self, f: &mut fmt::Formatter<'_>, input: &'a [u8]) -> Result<&'a [u8], fmt::Error> {
+        let before = self.carried;
+        let take = input.len().min(self.carry.len() - before);
+        self.carry[before..before + take].copy_from_slice(&input[..take]);
+        let candidate = &self.carry[..before + take];
+        let used = match std::str::from_utf8(candidate) {
+            Ok(text) => {
+                f.write_str(text)?;
+                before + take
+            }
+            Err(e) if e.valid_up_to() > 0 => {
+                // The carried character completed; what follows is decoded with the segment.
+                let end = e.valid_up_to();
+                f.write_str(std::str::from_utf8(&candidate[..end]).expect("valid prefix"))?;
+                end
+            }
+            Err(e) => match e.error_len() {
+                Some(bad) => {
+                    f.write_str(REPLACEMENT)?;
+                    bad
+                }
+                None => {
+                    self.carried = before + take; // still incomplete; `input` is used up
+                    return Ok(&[]);
+                }
+            },
+        };
+        self.carried = 0;
+        // `used` counts carried bytes first; anything beyond them came from `input`.
+        Ok(&input[used.saturating_sub(before)..])
+    }
+
+    fn finish(&mut self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.carried > 0 {
+            self.carried = 0;
+            f.write_str(REPLACEMENT)?;
+        }
+        Ok(())
+    }
+}
+
+impl ByteSegments for [u8] {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(self)
+    }
+}
+
+impl ByteSegments for OwnedPacket {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(self.as_slice())
+    }
+}
+
+impl ByteSegments for Packet {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(self.as_slice())
+    }
+}
+
+impl ByteSegments for PacketBuf {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(&self[..])
+    }
+}
+
+impl ByteSegments for PacketChain {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.iter().map(Packet::as_slice)
+    }
+
+    fn byte_len(&self) -> usize {
+        self.len()
+    }
+}
