@@ -60,6 +60,42 @@ pub enum Error {
         /// Writable bytes left.
         available: usize,
     },
+    /// `advance_to` was called with no read result to advance in.
+    AdvanceWithoutRead,
+    /// `advance_to` positions out of order or beyond the buffer last read.
+    InvalidAdvance {
+        /// Bytes to consume.
+        consumed: usize,
+        /// Bytes examined.
+        examined: usize,
+        /// Length of the buffer last read.
+        len: usize,
+    },
+    /// `take_frame` asked for more bytes than the buffer last read holds.
+    FrameBeyondBuffer {
+        /// Bytes asked for.
+        requested: usize,
+        /// Length of the buffer last read (after earlier frames were taken).
+        len: usize,
+    },
+    /// The writer advanced past the space `buffer_mut` handed out.
+    AdvancePastBuffer {
+        /// Bytes to commit.
+        requested: usize,
+        /// Bytes of the buffer `buffer_mut` returned.
+        available: usize,
+    },
+    /// The reader was used after it completed.
+    ReaderCompleted,
+    /// The writer was used after it completed.
+    WriterCompleted,
+    /// The other side of the pipe completed with this error.
+    Peer {
+        /// Which side completed: `"writer"` or `"reader"`.
+        side: &'static str,
+        /// The error it completed with.
+        source: SharedError,
+    },
     /// A pool was configured with settings that contradict each other.
     InvalidPoolConfig {
         /// Smallest class, in bytes.
@@ -101,6 +137,27 @@ impl fmt::Display for Error {
                 f,
                 "cannot write {needed} bytes: only {available} bytes of space remain in the buffer"
             ),
+            Error::AdvanceWithoutRead => f.write_str(
+                "advance_to called without a read result to advance in (read first; each read allows one advance_to)",
+            ),
+            Error::InvalidAdvance { consumed, examined, len } => {
+                if consumed > examined {
+                    write!(f, "advance_to: consumed ({consumed}) is greater than examined ({examined})")
+                } else {
+                    write!(f, "advance_to: examined ({examined}) is beyond the end of the buffer ({len} bytes)")
+                }
+            }
+            Error::FrameBeyondBuffer { requested, len } => write!(
+                f,
+                "take_frame of {requested} bytes: the buffer last read holds only {len} bytes"
+            ),
+            Error::AdvancePastBuffer { requested, available } => write!(
+                f,
+                "advance of {requested} bytes is beyond the {available} bytes buffer_mut handed out"
+            ),
+            Error::ReaderCompleted => f.write_str("the reader has completed: no more reads"),
+            Error::WriterCompleted => f.write_str("the writer has completed: no more writes or flushes"),
+            Error::Peer { side, ref source } => write!(f, "the {side} completed with an error: {source}"),
             Error::InvalidPoolConfig { min_class, max_class } => write!(
                 f,
                 "invalid pool configuration: smallest class {min_class} bytes is larger than largest class {max_class} bytes"
@@ -109,12 +166,23 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Peer { source, .. } => Some(&*source.0),
+            _ => None,
+        }
+    }
+}
+
+
 
 impl From<Error> for std::io::Error {
     fn from(err: Error) -> Self {
         let kind = match err {
             Error::AllocationFailed { .. } => std::io::ErrorKind::OutOfMemory,
+            Error::ReaderCompleted | Error::WriterCompleted => std::io::ErrorKind::BrokenPipe,
+            Error::Peer { .. } => std::io::ErrorKind::Other,
             _ => std::io::ErrorKind::InvalidInput,
         };
         std::io::Error::new(kind, err)
@@ -144,3 +212,39 @@ pub(crate) fn check_range(
         Err(Error::OutOfRange { operation, start, end, len })
     }
 }
+
+/// An error one side of a pipe completed with, shared by every later read or flush of the other
+/// side. Equal only to itself (the same shared value).
+#[derive(Clone)]
+pub struct SharedError(pub(crate) std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl SharedError {
+    pub(crate) fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SharedError {
+        SharedError(std::sync::Arc::from(error.into()))
+    }
+
+    /// The error itself.
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl PartialEq for SharedError {
+    fn eq(&self, other: &SharedError) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedError {}

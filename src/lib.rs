@@ -38,11 +38,12 @@
 mod block;
 mod error;
 pub mod packet;
+pub mod pipe;
 pub mod pool;
 mod segments;
 mod sync;
 
-pub use error::Error;
+pub use error::{Error, SharedError};
 pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
 pub use pool::{Pool, PoolBuilder, PoolStats};
 pub use segments::{ByteSegments, HexDump, Utf8Lossy};

@@ -9,6 +9,7 @@
 mod imp {
     pub(crate) use std::sync::atomic;
     pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use std::thread;
     pub(crate) use std::thread_local;
 
     /// Lock a mutex, ignoring poisoning: the data under our locks stays consistent across a panic
@@ -22,6 +23,7 @@ mod imp {
 mod imp {
     pub(crate) use loom::sync::atomic;
     pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use loom::thread;
     pub(crate) use loom::thread_local;
 
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -43,3 +45,26 @@ impl<T> std::ops::Deref for CachePadded<T> {
         &self.0
     }
 }
+
+/// `UnsafeCell` with loom's closure API, so loom can check every access in model builds.
+#[cfg(not(packetpipe_loom))]
+#[derive(Debug, Default)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(packetpipe_loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> UnsafeCell<T> {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(packetpipe_loom)]
+pub(crate) use loom::cell::UnsafeCell;

@@ -184,6 +184,11 @@ impl PacketChain {
         Some(packet)
     }
 
+    /// All bytes, copied into one vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        crate::ByteSegments::to_vec(self)
+    }
+
     /// Drop every segment.
     pub fn clear(&mut self) {
         *self = PacketChain::new();

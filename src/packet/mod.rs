@@ -275,6 +275,12 @@ impl PartialEq<[u8]> for Packet {
     }
 }
 
+impl PartialEq<&[u8]> for Packet {
+    fn eq(&self, other: &&[u8]) -> bool {
+        self.as_slice() == *other
+    }
+}
+
 impl std::hash::Hash for Packet {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.as_slice().hash(state)

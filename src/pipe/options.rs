@@ -1,0 +1,93 @@
+//! Settings of a pipe.
+
+use crate::pool::Pool;
+
+/// Settings for [`pipe_with`](crate::pipe::pipe_with).
+///
+/// ```
+/// use packetpipe::pipe::{pipe_with, PipeOptions};
+///
+/// let (writer, reader) = pipe_with(
+///     PipeOptions::new()
+///         .pause_threshold(1 << 20)
+///         .resume_threshold(512 << 10)
+///         .min_segment_size(16 * 1024)
+///         .copy_threshold(1024),
+/// );
+/// # drop((writer, reader));
+/// ```
+#[derive(Clone, Debug)]
+pub struct PipeOptions {
+    pub(crate) pause_threshold: u64,
+    pub(crate) resume_threshold: u64,
+    pub(crate) min_segment_size: usize,
+    pub(crate) copy_threshold: usize,
+    pub(crate) pool: Option<Pool>,
+}
+
+/// Default `take_frame` copy threshold: frames up to this size are copied into a fitted buffer,
+/// larger ones shared. Chosen from `benches/pipe.rs` (`take_frame`), see BENCHMARKS.md.
+pub const DEFAULT_COPY_THRESHOLD: usize = 2048;
+
+impl Default for PipeOptions {
+    fn default() -> PipeOptions {
+        PipeOptions {
+            pause_threshold: 64 * 1024,
+            resume_threshold: 32 * 1024,
+            min_segment_size: 4096,
+            copy_threshold: DEFAULT_COPY_THRESHOLD,
+            pool: None,
+        }
+    }
+}
+
+impl PipeOptions {
+    /// The defaults: pause at 64 KiB, resume below 32 KiB, 4 KiB segments, copy frames up to
+    /// 2 KiB, the global pool.
+    pub fn new() -> PipeOptions {
+        PipeOptions::default()
+    }
+
+    /// A flush waits while this many flushed bytes or more are unexamined by the reader. 0
+    /// disables backpressure.
+    pub fn pause_threshold(mut self, bytes: usize) -> Self {
+        self.pause_threshold = bytes as u64;
+        self
+    }
+
+    /// A paused flush resumes once unexamined bytes drop below this. Values above the pause
+    /// threshold are treated as equal to it.
+    pub fn resume_threshold(mut self, bytes: usize) -> Self {
+        self.resume_threshold = bytes as u64;
+        self
+    }
+
+    /// Size of the pooled buffers the writer rents for `buffer_mut` and `write` (at least 1).
+    pub fn min_segment_size(mut self, bytes: usize) -> Self {
+        self.min_segment_size = bytes.max(1);
+        self
+    }
+
+    /// `take_frame` copies frames of at most this many bytes into a fitted buffer (so a small frame
+    /// does not pin a large block) and shares larger frames without copying.
+    pub fn copy_threshold(mut self, bytes: usize) -> Self {
+        self.copy_threshold = bytes;
+        self
+    }
+
+    /// The pool the writer rents from and `take_frame` copies into (default: the global pool).
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    pub(crate) fn resolved_pool(&self) -> Pool {
+        match &self.pool {
+            Some(pool) => pool.clone(),
+            #[cfg(not(packetpipe_loom))]
+            None => Pool::global().clone(),
+            #[cfg(packetpipe_loom)]
+            None => Pool::new(),
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The pipe's unsafe core: a single-producer/single-consumer queue of packets whose nodes are
+//! recycled by the producer, so the steady state allocates nothing.
+//!
+//! The list follows Dmitry Vyukov's unbounded SPSC queue with a node cache:
+//!
+//! ```text
+//!  first ... (cache) ... consumer.dummy -> [unconsumed, published] -> [staged] -> last
+//! ```
+//!
+//! - The producer links a node as soon as it is pushed, but the consumer only ever reaches nodes
+//!   whose bytes are counted in `published`, which the producer raises (Release) after linking.
+//!   So "staged" nodes are linked yet invisible, and publication is a single atomic add.
+//! - The consumer owns the nodes after `dummy` that `published` covers. It takes a node's packet
+//!   out when it has consumed it, then moves `dummy` onto the node and stores it in `consumer_pos`
+//!   (Release).
+//! - The producer reuses nodes from `first` up to (not including) `consumer_pos` (loaded with
+//!   Acquire, pairing with the store above): the consumer is done with them and their packets are
+//!   empty.
+//!
+//! Invariants the `SAFETY` comments rely on:
+//!
+//! 1. A node's `packet` is accessed by the producer only while the node is in the cache or
+//!    staged, and by the consumer only while it is published and after `dummy`; the two regions
+//!    never overlap, and every hand-over is ordered by `published` or `consumer_pos`.
+//! 2. Nodes are allocated by `Box` and freed only by `QueueShared::drop` (when both ends are gone)
+//!    or by the producer for staged nodes it unlinks after the consumer has closed.
+//! 3. No published node holds an empty packet (the producer never pushes one).
+
+use std::ptr;
+
+use crate::packet::Packet;
+use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{Arc, UnsafeCell};
+
+/// Flag bits the pipe keeps in the high end of the published word, next to the byte count, so a
+/// single load tells the consumer both how many bytes exist and whether more can come.
+pub(crate) const FLAG_BITS: u32 = 2;
+const COUNT_MASK: u64 = u64::MAX >> FLAG_BITS;
+
+struct Node {
+    packet: UnsafeCell<Packet>,
+    next: AtomicPtr<Node>,
+}
+
+impl Node {
+    fn alloc() -> *mut Node {
+        Box::into_raw(Box::new(Node {
+            packet: UnsafeCell::new(Packet::new()),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }))
+    }
+}
+
+struct QueueShared {
+    /// Bytes published, in the low bits; pipe flags in the top `FLAG_BITS` bits.
+    published: AtomicU64,
+    /// The consumer's dummy node: everything before it may be reused by the producer.
+    consumer_pos: AtomicPtr<Node>,
+    /// The oldest node, recorded by the producer when it goes, for the final free.
+    oldest: AtomicPtr<Node>,
+}
+
+impl Drop for QueueShared {
+    fn drop(&mut self) {
+        // Both ends are gone (they hold the Arc), so this thread owns every node (invariant 2).
+        let mut node = self.oldest.load(Ordering::Acquire);
+        while !node.is_null() {
+            // SAFETY: the node came from `Box::into_raw` and is freed exactly once here; `next`
+            // was set before it was freed, by the producer, which has finished.
+            let boxed = unsafe { Box::from_raw(node) };
+            node = boxed.next.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// Create a queue; the producer end goes to the writer, the consumer end to the reader.
+pub(crate) fn queue() -> (Producer, Consumer) {
+    let dummy = Node::alloc();
+    let shared = Arc::new(QueueShared {
+        published: AtomicU64::new(0),
+        consumer_pos: AtomicPtr::new(dummy),
+        oldest: AtomicPtr::new(dummy),
+    });
+    let producer = Producer {
+        shared: shared.clone(),
+        first: dummy,
+        consumer_copy: dummy,
+        last: dummy,
+        last_published: dummy,
+        staged_bytes: 0,
+    };
+    let consumer = Consumer { shared, dummy, consumed: 0, visible_end: 0 };
+    (producer, consumer)
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// The producer end.
+pub(crate) struct Producer {
+    shared: Arc<QueueShared>,
+    /// Oldest cached node (reusable when it differs from `consumer_copy`).
+    first: *mut Node,
+    /// Last seen value of `consumer_pos`.
+    consumer_copy: *mut Node,
+    /// The node most recently linked.
+    last: *mut Node,
+    /// The last node covered by `published`.
+    last_published: *mut Node,
+    staged_bytes: u64,
+}
+
+// SAFETY: the producer's pointers refer to nodes it owns or to the shared list, whose cross-thread
+// accesses follow invariant 1; moving the producer to another thread moves that ownership.
+unsafe impl Send for Producer {}
+// SAFETY: every method that touches nodes takes `&mut self`; `&Producer` only reads plain fields.
+unsafe impl Sync for Producer {}
+
+impl Producer {
+    /// Bytes pushed but not yet published.
+    pub(crate) fn staged_bytes(&self) -> u64 {
+        self.staged_bytes
+    }
+
+    /// Link `packet` at the end of the list, invisible to the consumer until [`publish`].
+    /// Empty packets are dropped (invariant 3).
+    ///
+    /// [`publish`]: Producer::publish
+    pub(crate) fn push(&mut self, packet: Packet) {
+        if packet.is_empty() {
+            return;
+        }
+        self.staged_bytes += packet.len() as u64;
+        let node = self.alloc_node();
+        // SAFETY: `node` is a cached or fresh node, owned by the producer (invariant 1): nobody
+        // else reads its packet, which is empty (so nothing is leaked by the overwrite).
+        unsafe {
+            (*node).packet.with_mut(|p| *p = packet);
+            (*node).next.store(ptr::null_mut(), Ordering::Relaxed);
+            // `last` is staged or the last published node; the consumer loads its `next` only after
+            // `published` covers the node linked here, which happens after this store.
+            (*self.last).next.store(node, Ordering::Release);
+        }
+        self.last = node;
+    }
+
+    fn alloc_node(&mut self) -> *mut Node {
+        if self.first == self.consumer_copy {
+            self.consumer_copy = self.shared.consumer_pos.load(Ordering::Acquire);
+        }
+        if self.first != self.consumer_copy {
+            let node = self.first;
+            // SAFETY: `first` is before the consumer's dummy, so it is a cached node (invariant 1)
+            // whose `next` was written by the producer itself when it was linked.
+            self.first = unsafe { (*node).next.load(Ordering::Relaxed) };
+            return node;
+        }
+        Node::alloc()
+    }
+
+    /// Make every staged byte visible, adding `flags` (pipe flag bits) in the same atomic step.
+    /// Returns the published word as it was before. SeqCst: the pipe's wake protocol pairs this
+    /// with the waiting side's SeqCst flag store (see `pipe::wait`).
+    pub(crate) fn publish(&mut self, flags: u64) -> u64 {
+        debug_assert_eq!(flags & COUNT_MASK, 0, "flags must use only the flag bits");
+        let add = self.staged_bytes | flags;
+        self.staged_bytes = 0;
+        self.last_published = self.last;
+        if add == 0 {
+            return self.shared.published.load(Ordering::SeqCst);
+        }
+        self.shared.published.fetch_add(add, Ordering::SeqCst)
+    }
+
+    /// Drop every staged packet and free its node. Only valid once the consumer has closed (it
+    /// never walks past published bytes, and a closed consumer walks nowhere).
+    pub(crate) fn discard_staged(&mut self) {
+        // SAFETY: nodes after `last_published` are staged: linked but never covered by
+        // `published`, so the consumer has not reached and will not reach them (invariant 1).
+        // They were allocated by `Box` and are unlinked here before being freed (invariant 2).
+        unsafe {
+            let mut node = (*self.last_published).next.swap(ptr::null_mut(), Ordering::Relaxed);
+            while !node.is_null() {
+                let boxed = Box::from_raw(node);
+                node = boxed.next.load(Ordering::Relaxed);
+            }
+        }
+        self.last = self.last_published;
+        self.staged_bytes = 0;
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        // Hand the start of the list to the shared state for the final free (invariant 2).
+        self.shared.oldest.store(self.first, Ordering::Release);
+    }
+}
+
+/// Split the published word into (bytes, flags).
+pub(crate) fn split_word(word: u64) -> (u64, u64) {
+    (word & COUNT_MASK, word & !COUNT_MASK)
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// The consumer end.
+pub(crate) struct Consumer {
+    shared: Arc<QueueShared>,
+    /// The last consumed node; unconsumed data starts at its `next`.
+    dummy: *mut Node,
+    /// Bytes consumed since the start.
+    consumed: u64,
+    /// End of the bytes the consumer may access (from its last `refresh`).
+    visible_end: u64,
+}
+
+// SAFETY: as for `Producer`: the consumer's pointers follow invariant 1, and moving the consumer
+// moves its ownership of the published nodes.
+unsafe impl Send for Consumer {}
+// SAFETY: `&Consumer` only reads published packets, which only `&mut Consumer` changes.
+unsafe impl Sync for Consumer {}
+
+impl Consumer {
+    /// Load the published word, making newly published bytes accessible; returns the flags.
+    pub(crate) fn refresh(&mut self) -> u64 {
+        let (bytes, flags) = split_word(self.shared.published.load(Ordering::SeqCst));
+        self.visible_end = bytes;
+        flags
+    }
+
+    /// Bytes published so far, loaded now (without making them accessible).
+    pub(crate) fn published_bytes(&self) -> u64 {
+        split_word(self.shared.published.load(Ordering::SeqCst)).0
+    }
+
+    /// Bytes consumed since the start.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Bytes accessible and not consumed.
+    pub(crate) fn available(&self) -> u64 {
+        self.visible_end - self.consumed
+    }
+
+    /// The accessible packets, front to back (none empty).
+    pub(crate) fn packets(&self) -> Packets<'_> {
+        // SAFETY: the dummy is the consumer's (invariant 1); its `next` was stored (Release) before
+        // the `published` value that `refresh` loaded covered the next node.
+        let next = unsafe { (*self.dummy).next.load(Ordering::Acquire) };
+        Packets { node: next, remaining: self.available(), _consumer: self }
+    }
+
+    /// The first accessible packet, mutably.
+    fn front_mut(&mut self) -> &mut Packet {
+        assert!(self.available() > 0, "front_mut with nothing available");
+        // SAFETY: available > 0, so the node after the dummy is published and the consumer's
+        // (invariant 1); `&mut self` makes this the only access from this side.
+        unsafe {
+            let node = (*self.dummy).next.load(Ordering::Acquire);
+            (*node).packet.with_mut(|p| &mut *p)
+        }
+    }
+
+    /// Move past the front node, whose packet has been consumed entirely, handing it back.
+    fn pop_front(&mut self) -> Packet {
+        // SAFETY: as in `front_mut`; after taking the packet the node is released to the producer
+        // by the Release store of `consumer_pos` (invariant 1).
+        unsafe {
+            let node = (*self.dummy).next.load(Ordering::Acquire);
+            let packet = (*node).packet.with_mut(|p| std::mem::take(&mut *p));
+            self.dummy = node;
+            self.shared.consumer_pos.store(node, Ordering::Release);
+            packet
+        }
+    }
+
+    /// Consume `n` accessible bytes (n <= available), dropping packets consumed entirely.
+    pub(crate) fn consume(&mut self, n: u64) {
+        self.take(n, drop);
+    }
+
+    /// Take the first `n` accessible bytes (n <= available) as packets, front to back, each
+    /// moved out of the queue or split off its front packet, without copying.
+    pub(crate) fn take(&mut self, mut n: u64, mut sink: impl FnMut(Packet)) {
+        assert!(n <= self.available(), "take of {n} bytes with {} available", self.available());
+        while n > 0 {
+            let front = self.front_mut();
+            let len = front.len() as u64;
+            if len <= n {
+                let packet = self.pop_front();
+                self.consumed += len;
+                n -= len;
+                sink(packet);
+            } else {
+                let head = front.split_to(n as usize);
+                self.consumed += n;
+                n = 0;
+                sink(head);
+            }
+        }
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        // Release every published packet now, so blocks go home before the writer is done.
+        self.refresh();
+        let available = self.available();
+        self.consume(available);
+    }
+}
+
+/// Iterator over the consumer's accessible packets.
+pub(crate) struct Packets<'a> {
+    node: *mut Node,
+    remaining: u64,
+    _consumer: &'a Consumer,
+}
+
+impl Clone for Packets<'_> {
+    fn clone(&self) -> Self {
+        Packets { node: self.node, remaining: self.remaining, _consumer: self._consumer }
+    }
+}
+
+impl<'a> Iterator for Packets<'a> {
+    type Item = &'a Packet;
+
+    fn next(&mut self) -> Option<&'a Packet> {
+        if self.remaining == 0 {
+            return None;
+        }
+        // SAFETY: `remaining > 0` means this node is published (its bytes are within what the
+        // consumer loaded), so it is the consumer's (invariant 1); the shared borrow of the
+        // consumer for 'a prevents `consume` from changing it meanwhile.
+        unsafe {
+            let packet: &'a Packet = (*self.node).packet.with(|p| &*p);
+            self.remaining -= packet.len() as u64;
+            if self.remaining > 0 {
+                self.node = (*self.node).next.load(Ordering::Acquire);
+            }
+            Some(packet)
+        }
+    }
+}

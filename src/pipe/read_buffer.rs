@@ -1,0 +1,208 @@
+//! `ReadBuffer`: a view of the reader's flushed, unconsumed bytes.
+
+use std::io::IoSlice;
+use std::ops::RangeBounds;
+
+use bytes::Buf;
+
+use super::queue::{Consumer, Packets};
+use crate::error::{check_range, Error};
+use crate::segments::ByteSegments;
+
+/// A view of flushed bytes as a chain of segments (never a zero-length one).
+///
+/// It borrows the [`PipeReader`](super::PipeReader), so nothing can be consumed while the view is
+/// alive; it is `Copy` and cheap to pass around. [`ByteSegments`] adds `to_vec`, `copy_prefix_to`,
+/// hex dump, lossy UTF-8 display and pattern search across segments; [`cursor`](Self::cursor) gives
+/// a [`bytes::Buf`] for parsing.
+///
+/// ```
+/// use bytes::Buf;
+/// use packetpipe::ByteSegments;
+///
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.append(bytes::Bytes::from_static(b"\x00\x05he"))?;
+/// writer.append(bytes::Bytes::from_static(b"llo!"))?;
+/// writer.flush_blocking()?;
+/// let result = reader.read_blocking()?;
+/// let buffer = result.buffer();
+/// assert_eq!(buffer.chunks().count(), 2);
+/// let mut cursor = buffer.cursor();
+/// let len = cursor.get_u16() as usize;
+/// assert_eq!(buffer.slice(2..2 + len).to_vec(), b"hello");
+/// assert_eq!(buffer.find(b"lo"), Some(5));
+/// # Ok::<(), packetpipe::Error>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct ReadBuffer<'a> {
+    queue: &'a Consumer,
+    start: usize,
+    len: usize,
+}
+
+impl<'a> ReadBuffer<'a> {
+    pub(crate) fn new(queue: &'a Consumer, len: usize) -> ReadBuffer<'a> {
+        ReadBuffer { queue, start: 0, len }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments, front to back, none of them empty.
+    pub fn chunks(&self) -> Chunks<'a> {
+        Chunks { packets: self.queue.packets(), skip: self.start, left: self.len }
+    }
+
+    /// All bytes, copied into one vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        ByteSegments::to_vec(self)
+    }
+
+    /// The byte at `index`, if within the view.
+    pub fn get(&self, index: usize) -> Option<u8> {
+        if index >= self.len {
+            return None;
+        }
+        let mut index = index;
+        for chunk in self.chunks() {
+            if index < chunk.len() {
+                return Some(chunk[index]);
+            }
+            index -= chunk.len();
+        }
+        None
+    }
+
+    /// A view of `range` of this one. Panics if the range is out of bounds.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> ReadBuffer<'a> {
+        self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A view of `range` of this one, or [`Error::OutOfRange`].
+    pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<ReadBuffer<'a>, Error> {
+        let range = check_range("slice", range, self.len)?;
+        Ok(ReadBuffer { queue: self.queue, start: self.start + range.start, len: range.len() })
+    }
+
+    /// A [`Buf`] over the view; consuming from it does not consume from the pipe.
+    pub fn cursor(&self) -> ReadCursor<'a> {
+        let mut chunks = self.chunks();
+        let current = chunks.next().unwrap_or(&[]);
+        ReadCursor { current, rest: chunks, remaining: self.len }
+    }
+
+    /// Fill `dst` with the segments for a vectored write; returns how many slots were filled.
+    pub fn io_slices(&self, dst: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (slot, chunk) in dst.iter_mut().zip(self.chunks()) {
+            *slot = IoSlice::new(chunk);
+            n += 1;
+        }
+        n
+    }
+}
+
+impl ByteSegments for ReadBuffer<'_> {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.chunks()
+    }
+
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::fmt::Debug for ReadBuffer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadBuffer").field("len", &self.len).field("segments", &self.chunks().count()).finish()
+    }
+}
+
+/// Iterator over a [`ReadBuffer`]'s segments.
+#[derive(Clone)]
+pub struct Chunks<'a> {
+    packets: Packets<'a>,
+    skip: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Chunks<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while self.left > 0 {
+            let packet = self.packets.next()?;
+            if self.skip >= packet.len() {
+                self.skip -= packet.len();
+                continue;
+            }
+            let start = std::mem::take(&mut self.skip);
+            let end = packet.len().min(start + self.left);
+            self.left -= end - start;
+            return Some(&packet[start..end]);
+        }
+        None
+    }
+}
+
+impl std::fmt::Debug for Chunks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunks").field("left", &self.left).finish()
+    }
+}
+
+/// A [`Buf`] over a [`ReadBuffer`], for parsing with `get_u32` and friends.
+#[derive(Clone)]
+pub struct ReadCursor<'a> {
+    current: &'a [u8],
+    rest: Chunks<'a>,
+    remaining: usize,
+}
+
+impl Buf for ReadCursor<'_> {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.current
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        assert!(cnt <= self.remaining, "cannot advance past `remaining`: {cnt} <= {}", self.remaining);
+        self.remaining -= cnt;
+        while cnt > 0 {
+            if cnt < self.current.len() {
+                self.current = &self.current[cnt..];
+                return;
+            }
+            cnt -= self.current.len();
+            self.current = self.rest.next().unwrap_or(&[]);
+        }
+        if self.current.is_empty() {
+            self.current = self.rest.next().unwrap_or(&[]);
+        }
+    }
+
+    fn chunks_vectored<'b>(&'b self, dst: &mut [IoSlice<'b>]) -> usize {
+        let mut n = 0;
+        for (slot, chunk) in dst.iter_mut().zip(std::iter::once(self.current).filter(|c| !c.is_empty()).chain(self.rest.clone())) {
+            *slot = IoSlice::new(chunk);
+            n += 1;
+        }
+        n
+    }
+}
+
+impl std::fmt::Debug for ReadCursor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadCursor").field("remaining", &self.remaining).finish()
+    }
+}

@@ -1,0 +1,450 @@
+//! The reading end of a pipe.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use super::blocking::block_on;
+use super::queue::Consumer;
+use super::read_buffer::ReadBuffer;
+use super::state::{PipeCanceler, PipeState, DONE, FAILED};
+use crate::error::{Error, SharedError};
+use crate::packet::{Packet, PacketChain};
+use crate::pool::Pool;
+use crate::sync::atomic::Ordering;
+use crate::sync::Arc;
+
+/// The outcome of a read: the buffer of every flushed, unconsumed byte, and the pipe's status.
+///
+/// It borrows the reader, so the reader cannot advance while the buffer is alive; drop it (or stop
+/// using it) before [`PipeReader::advance_to`].
+pub struct ReadResult<'a> {
+    buffer: ReadBuffer<'a>,
+    is_completed: bool,
+    is_canceled: bool,
+}
+
+impl<'a> ReadResult<'a> {
+    /// Every flushed byte not yet consumed, as a chain of segments.
+    pub fn buffer(&self) -> ReadBuffer<'a> {
+        self.buffer
+    }
+
+    /// The writer has completed: no bytes beyond this buffer will ever arrive.
+    pub fn is_completed(&self) -> bool {
+        self.is_completed
+    }
+
+    /// The read was cut short by [`PipeCanceler::cancel_pending_read`].
+    pub fn is_canceled(&self) -> bool {
+        self.is_canceled
+    }
+}
+
+impl std::fmt::Debug for ReadResult<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadResult")
+            .field("len", &self.buffer.len())
+            .field("is_completed", &self.is_completed)
+            .field("is_canceled", &self.is_canceled)
+            .finish()
+    }
+}
+
+/// What a read is waiting for.
+#[derive(Clone, Copy)]
+enum Want {
+    /// Any byte beyond the examined point.
+    New,
+    /// At least this many unconsumed bytes.
+    AtLeast(u64),
+}
+
+/// The reading end of a pipe: read the flushed bytes as a chain of segments, then advance by byte
+/// counts.
+///
+/// The usual loop, as with System.IO.Pipelines: read, parse what is complete, advance past what was
+/// consumed and mark how far was examined (the next read waits for bytes beyond it).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), packetpipe::Error> {
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.write(b"line one\nline tw")?;
+/// writer.flush().await?;
+///
+/// let result = reader.read().await?;
+/// let buffer = result.buffer();
+/// let newline = packetpipe::ByteSegments::find(&buffer, b"\n").unwrap();
+/// assert_eq!(buffer.slice(..newline).to_vec(), b"line one");
+/// let len = buffer.len();
+/// reader.advance_to(newline + 1, len)?; // consumed the line, examined everything
+///
+/// writer.write(b"o\n")?;
+/// writer.complete();
+/// let result = reader.read().await?;
+/// assert_eq!(result.buffer().to_vec(), b"line two\n");
+/// assert!(result.is_completed());
+/// # Ok(())
+/// # }
+/// ```
+pub struct PipeReader {
+    queue: Consumer,
+    state: Arc<PipeState>,
+    pool: Pool,
+    copy_threshold: usize,
+    /// Absolute position the last `advance_to` examined up to: `read` waits for bytes beyond it.
+    examined: u64,
+    /// Furthest examined position, shared with the writer for backpressure.
+    examined_max: u64,
+    /// Length of the buffer handed out by the last read (less frames taken since); `None` when
+    /// there is no read to advance in.
+    last_len: Option<u64>,
+    /// Writer flags seen at the last read.
+    writer_flags: u64,
+    completed: bool,
+}
+
+impl PipeReader {
+    pub(crate) fn new(queue: Consumer, state: Arc<PipeState>, pool: Pool, copy_threshold: usize) -> PipeReader {
+        PipeReader {
+            queue,
+            state,
+            pool,
+            copy_threshold,
+            examined: 0,
+            examined_max: 0,
+            last_len: None,
+            writer_flags: 0,
+            completed: false,
+        }
+    }
+
+    /// Wait until there are bytes beyond the examined point (or the writer completes, or the read
+    /// is canceled), then return all unconsumed bytes.
+    pub fn read(&mut self) -> Read<'_> {
+        Read { reader: Some(self), want: Want::New }
+    }
+
+    /// Wait until at least `n` unconsumed bytes are available (or the writer completes, or the read
+    /// is canceled). While it waits, the writer's backpressure is lifted so that it can supply them
+    /// even if they exceed the pause threshold.
+    pub fn read_at_least(&mut self, n: usize) -> Read<'_> {
+        Read { reader: Some(self), want: Want::AtLeast(n as u64) }
+    }
+
+    /// Return the unconsumed bytes if a read would not wait now, `Ok(None)` if it would.
+    pub fn try_read(&mut self) -> Result<Option<ReadResult<'_>>, Error> {
+        self.check_open()?;
+        match self.check(Want::New) {
+            Some(Ok(status)) => Ok(Some(self.result(status))),
+            Some(Err(e)) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    /// [`read`](Self::read) for thread-based code: parks the thread while waiting.
+    pub fn read_blocking(&mut self) -> Result<ReadResult<'_>, Error> {
+        block_on(self.read())
+    }
+
+    /// [`read_at_least`](Self::read_at_least) for thread-based code.
+    pub fn read_at_least_blocking(&mut self, n: usize) -> Result<ReadResult<'_>, Error> {
+        block_on(self.read_at_least(n))
+    }
+
+    /// The poll form of [`read`](Self::read): `Ready(Ok(()))` means a read result is available
+    /// from [`last_read`](Self::last_read).
+    pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.poll_want(cx, Want::New).map_ok(|_| ())
+    }
+
+    /// The poll form of [`read_at_least`](Self::read_at_least).
+    pub fn poll_read_at_least(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<Result<(), Error>> {
+        self.poll_want(cx, Want::AtLeast(n as u64)).map_ok(|_| ())
+    }
+
+    /// The buffer of the last completed read (less frames taken since), without waiting; `None` if
+    /// the reader advanced since.
+    pub fn last_read(&self) -> Option<ReadResult<'_>> {
+        self.last_len.map(|_| self.result(self.status_from_flags(false)))
+    }
+
+    fn poll_want(&mut self, cx: &mut Context<'_>, want: Want) -> Poll<Result<(bool, bool), Error>> {
+        self.check_open()?;
+        let mut registered = false;
+        let result = loop {
+            if let Some(result) = self.check(want) {
+                break result;
+            }
+            if registered {
+                return Poll::Pending;
+            }
+            if let Want::AtLeast(n) = want {
+                // Lift backpressure: the writer must not pause while we wait for bytes it has not
+                // published yet. Wake it if it is already paused.
+                let target = self.queue.consumed() + n;
+                self.state.reader_needs.store(target, Ordering::SeqCst);
+                self.state.writer_wait.wake();
+            }
+            self.state.reader_wait.register(cx.waker());
+            registered = true;
+        };
+        if matches!(want, Want::AtLeast(_)) {
+            self.state.reader_needs.store(0, Ordering::Relaxed);
+        }
+        Poll::Ready(result)
+    }
+
+    /// `Some` when a read can return now: `(is_completed, is_canceled)` or the writer's error.
+    fn check(&mut self, want: Want) -> Option<Result<(bool, bool), Error>> {
+        if self.state.cancel_read.load(Ordering::Relaxed) && self.state.cancel_read.swap(false, Ordering::SeqCst) {
+            self.refresh();
+            return Some(Ok(self.status_from_flags(true)));
+        }
+        self.writer_flags = self.queue.refresh();
+        let available = self.queue.available();
+        let satisfied = match want {
+            Want::New => self.queue.consumed() + available > self.examined,
+            Want::AtLeast(n) => available >= n,
+        };
+        let done = self.writer_flags & DONE != 0;
+        if done && self.writer_flags & FAILED != 0 && !satisfied {
+            // Every byte flushed before the error has been seen: deliver it, on every later read.
+            return Some(Err(self.state.writer_error()));
+        }
+        if satisfied || done {
+            self.last_len = Some(available);
+            return Some(Ok(self.status_from_flags(false)));
+        }
+        None
+    }
+
+    fn refresh(&mut self) {
+        self.writer_flags = self.queue.refresh();
+        self.last_len = Some(self.queue.available());
+    }
+
+    fn status_from_flags(&self, canceled: bool) -> (bool, bool) {
+        // A writer that failed reports completion through its error, once its bytes are read.
+        let completed = self.writer_flags & DONE != 0 && self.writer_flags & FAILED == 0;
+        (completed, canceled)
+    }
+
+    fn result(&self, (is_completed, is_canceled): (bool, bool)) -> ReadResult<'_> {
+        let len = self.last_len.expect("a read result follows a read") as usize;
+        ReadResult { buffer: ReadBuffer::new(&self.queue, len), is_completed, is_canceled }
+    }
+
+    /// Release the first `consumed` bytes of the last read buffer and mark the first `examined`
+    /// bytes as seen: the next read waits for bytes beyond them. `consumed <= examined <=` the
+    /// buffer's length. Examined may move backwards; the furthest point counts for backpressure.
+    ///
+    /// Errors, leaving the pipe unchanged: no read since the last advance, `consumed > examined`,
+    /// `examined` beyond the buffer, the reader completed.
+    pub fn advance_to(&mut self, consumed: usize, examined: usize) -> Result<(), Error> {
+        self.check_open()?;
+        let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
+        if consumed > examined || examined as u64 > len {
+            return Err(Error::InvalidAdvance { consumed, examined, len: len as usize });
+        }
+        let start = self.queue.consumed();
+        self.queue.consume(consumed as u64);
+        self.last_len = None;
+        self.examined = start + examined as u64;
+        self.note_examined(self.examined);
+        Ok(())
+    }
+
+    /// Consume the whole buffer of the last read (`advance_to(len, len)`).
+    pub fn consume_all(&mut self) -> Result<(), Error> {
+        let len = self.last_len.ok_or(Error::AdvanceWithoutRead)? as usize;
+        self.advance_to(len, len)
+    }
+
+    /// Take the first `n` bytes of the last read buffer out as a packet that outlives the pipe.
+    ///
+    /// Frames of at most the copy threshold are copied into a fitted pooled buffer, so a small frame
+    /// never pins a large block; larger frames are shared without copying when they lie in one
+    /// segment (a large frame spanning segments is copied once; use
+    /// [`take_frame_chain`](Self::take_frame_chain) to share it as a chain instead). The buffer of
+    /// the last read shrinks by `n`; call [`advance_to`](Self::advance_to) as usual afterwards
+    /// (positions relative to what is left) to mark how far the rest was examined.
+    ///
+    /// ```
+    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+    /// writer.write(b"\x03abc\x02de")?;
+    /// writer.flush_blocking()?;
+    /// reader.read_blocking()?;
+    /// let mut frames = Vec::new();
+    /// while let Some(len) = reader.last_read().and_then(|r| r.buffer().get(0)) {
+    ///     reader.take_frame(1)?; // the length prefix
+    ///     frames.push(reader.take_frame(len as usize)?);
+    /// }
+    /// assert_eq!(frames, [&b"abc"[..], &b"de"[..]]);
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
+    pub fn take_frame(&mut self, n: usize) -> Result<Packet, Error> {
+        self.check_take(n)?;
+        let spans_segments = self.queue.packets().next().is_some_and(|p| p.len() < n);
+        let packet = if n == 0 {
+            Packet::new()
+        } else if n <= self.copy_threshold || spans_segments {
+            let mut buf = self.pool.rent(n)?;
+            let mut left = n;
+            for packet in self.queue.packets() {
+                let take = packet.len().min(left);
+                buf.extend_from_slice(&packet[..take]).expect("rented at least n bytes");
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            self.queue.consume(n as u64);
+            buf.freeze().into()
+        } else {
+            let mut frame = Packet::new();
+            self.queue.take(n as u64, |p| frame = p);
+            frame
+        };
+        self.after_take(n);
+        Ok(packet)
+    }
+
+    /// Take the first `n` bytes of the last read buffer out as a chain, never copying.
+    pub fn take_frame_chain(&mut self, n: usize) -> Result<PacketChain, Error> {
+        self.check_take(n)?;
+        let mut chain = PacketChain::new();
+        self.queue.take(n as u64, |p| chain.push(p));
+        self.after_take(n);
+        Ok(chain)
+    }
+
+    fn check_take(&self, n: usize) -> Result<(), Error> {
+        self.check_open()?;
+        let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
+        if n as u64 > len {
+            return Err(Error::FrameBeyondBuffer { requested: n, len: len as usize });
+        }
+        Ok(())
+    }
+
+    fn after_take(&mut self, n: usize) {
+        self.last_len = self.last_len.map(|len| len - n as u64);
+        let consumed = self.queue.consumed();
+        self.examined = self.examined.max(consumed);
+        self.note_examined(consumed);
+    }
+
+    /// Share a new furthest-examined position with the writer, waking it if that lifts its pause.
+    fn note_examined(&mut self, position: u64) {
+        if position <= self.examined_max {
+            return;
+        }
+        self.examined_max = position;
+        self.state.reader.store(position, Ordering::SeqCst);
+        if self.state.writer_wait.is_waiting() {
+            let published = self.queue.published_bytes();
+            if !self.state.must_wait(published, true) {
+                self.state.writer_wait.wake();
+            }
+        }
+    }
+
+    /// Stop reading: every unconsumed byte is released, a paused flush returns `is_completed`, and
+    /// the writer's later writes are discarded. Later reads return [`Error::ReaderCompleted`].
+    /// Completing again does nothing.
+    pub fn complete(&mut self) {
+        self.complete_inner(None);
+    }
+
+    /// As [`complete`](Self::complete), and the writer gets `error` (as [`Error::Peer`]) on every
+    /// later flush.
+    pub fn complete_with_error(&mut self, error: impl Into<Box<dyn std::error::Error + Send + Sync>>) {
+        self.complete_inner(Some(SharedError::new(error)));
+    }
+
+    fn complete_inner(&mut self, error: Option<SharedError>) {
+        if self.completed {
+            return;
+        }
+        self.completed = true;
+        self.last_len = None;
+        let mut word = DONE | self.examined_max;
+        if let Some(error) = error {
+            self.state.set_reader_error(error);
+            word |= FAILED;
+        }
+        self.state.reader.store(word, Ordering::SeqCst);
+        self.state.writer_wait.wake();
+        self.queue.refresh();
+        let available = self.queue.available();
+        self.queue.consume(available);
+    }
+
+    /// A handle that cancels pending reads and flushes from another thread or task.
+    pub fn canceler(&self) -> PipeCanceler {
+        PipeCanceler { state: self.state.clone() }
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.completed {
+            return Err(Error::ReaderCompleted);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PipeReader {
+    fn drop(&mut self) {
+        self.complete();
+    }
+}
+
+impl std::fmt::Debug for PipeReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipeReader")
+            .field("consumed", &self.queue.consumed())
+            .field("examined", &self.examined)
+            .field("completed", &self.completed)
+            .finish()
+    }
+}
+
+/// Future of [`PipeReader::read`] and [`PipeReader::read_at_least`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Read<'a> {
+    reader: Option<&'a mut PipeReader>,
+    want: Want,
+}
+
+impl<'a> Future for Read<'a> {
+    type Output = Result<ReadResult<'a>, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let want = self.want;
+        let reader = self.reader.as_mut().expect("Read polled after completion");
+        let status = match reader.poll_want(cx, want) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Ready(Ok(status)) => status,
+        };
+        let reader: &'a PipeReader = self.reader.take().expect("checked above");
+        Poll::Ready(Ok(reader.result(status)))
+    }
+}
+
+impl Drop for Read<'_> {
+    fn drop(&mut self) {
+        // A `read_at_least` dropped while waiting must not keep backpressure lifted.
+        if let (Some(reader), Want::AtLeast(_)) = (&self.reader, self.want) {
+            reader.state.reader_needs.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+impl std::fmt::Debug for Read<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Read")
+    }
+}

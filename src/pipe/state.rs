@@ -1,0 +1,133 @@
+//! State shared by the two ends of a pipe (besides the segment queue): the reader's progress,
+//! completion, cancellation, and each side's parking spot.
+//!
+//! Who writes what:
+//!
+//! | field | written by | read by |
+//! |---|---|---|
+//! | queue `published` word (bytes + `WRITER_DONE`/`WRITER_FAILED`) | writer (SeqCst add) | reader |
+//! | `reader` word (furthest examined + `READER_DONE`/`READER_FAILED`) | reader (SeqCst) | writer |
+//! | `reader_needs` (target of a pending `read_at_least`) | reader (SeqCst) | writer |
+//! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap) |
+//! | `reader_wait` | reader registers | writer and cancelers wake |
+//! | `writer_wait` | writer registers | reader and cancelers wake |
+//! | `writer_error` / `reader_error` | the completing side, before its DONE bit | the other side, after it |
+
+use super::wait::WaitCell;
+use crate::error::{Error, SharedError};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{lock, CachePadded, Mutex};
+
+/// Top bit of a state word: the side has completed.
+pub(crate) const DONE: u64 = 1 << 63;
+/// Second bit: it completed with an error (stored before the bit is set).
+pub(crate) const FAILED: u64 = 1 << 62;
+/// The count part of a state word.
+pub(crate) const COUNT: u64 = !(DONE | FAILED);
+
+pub(crate) struct PipeState {
+    pub(crate) pause_threshold: u64,
+    pub(crate) resume_threshold: u64,
+    pub(crate) reader: CachePadded<AtomicU64>,
+    pub(crate) reader_needs: AtomicU64,
+    pub(crate) cancel_read: AtomicBool,
+    pub(crate) cancel_flush: AtomicBool,
+    pub(crate) reader_wait: CachePadded<WaitCell>,
+    pub(crate) writer_wait: CachePadded<WaitCell>,
+    writer_error: Mutex<Option<SharedError>>,
+    reader_error: Mutex<Option<SharedError>>,
+}
+
+impl PipeState {
+    pub(crate) fn new(pause_threshold: u64, resume_threshold: u64) -> PipeState {
+        PipeState {
+            pause_threshold,
+            resume_threshold: resume_threshold.min(pause_threshold),
+            reader: CachePadded(AtomicU64::new(0)),
+            reader_needs: AtomicU64::new(0),
+            cancel_read: AtomicBool::new(false),
+            cancel_flush: AtomicBool::new(false),
+            reader_wait: CachePadded(WaitCell::default()),
+            writer_wait: CachePadded(WaitCell::default()),
+            writer_error: Mutex::new(None),
+            reader_error: Mutex::new(None),
+        }
+    }
+
+    /// Record the writer's error; call before publishing `DONE | FAILED`.
+    pub(crate) fn set_writer_error(&self, error: SharedError) {
+        *lock(&self.writer_error) = Some(error);
+    }
+
+    pub(crate) fn set_reader_error(&self, error: SharedError) {
+        *lock(&self.reader_error) = Some(error);
+    }
+
+    /// The writer's completion error as seen by the reader (after it saw `FAILED`).
+    pub(crate) fn writer_error(&self) -> Error {
+        let source = lock(&self.writer_error).clone().expect("FAILED is set after the error");
+        Error::Peer { side: "writer", source }
+    }
+
+    pub(crate) fn reader_error(&self) -> Error {
+        let source = lock(&self.reader_error).clone().expect("FAILED is set after the error");
+        Error::Peer { side: "reader", source }
+    }
+
+    /// Whether a flush that has published up to `published` must wait, given whether it is
+    /// already paused (hysteresis: pause at >= pause threshold, resume at < resume threshold).
+    pub(crate) fn must_wait(&self, published: u64, paused: bool) -> bool {
+        if self.pause_threshold == 0 {
+            return false;
+        }
+        let reader = self.reader.load(Ordering::SeqCst);
+        if reader & DONE != 0 {
+            return false;
+        }
+        // A reader waiting in `read_at_least` for bytes not yet published lifts backpressure.
+        if self.reader_needs.load(Ordering::SeqCst) > published {
+            return false;
+        }
+        let unexamined = published.saturating_sub(reader & COUNT);
+        unexamined >= if paused { self.resume_threshold } else { self.pause_threshold }
+    }
+}
+
+/// Cancels pending reads and flushes from any thread or task.
+///
+/// Cancellation is one-shot: it makes the current (or, if none is waiting, the next) read or flush
+/// return at once with `is_canceled` set, without losing data.
+///
+/// ```
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// let canceler = reader.canceler();
+/// let t = std::thread::spawn(move || reader.read_blocking().map(|r| r.is_canceled()));
+/// canceler.cancel_pending_read();
+/// assert_eq!(t.join().unwrap(), Ok(true));
+/// # drop(writer);
+/// ```
+#[derive(Clone)]
+pub struct PipeCanceler {
+    pub(crate) state: crate::sync::Arc<PipeState>,
+}
+
+impl PipeCanceler {
+    /// Make the pending read (or the next one) return with `is_canceled`.
+    pub fn cancel_pending_read(&self) {
+        self.state.cancel_read.store(true, Ordering::SeqCst);
+        self.state.reader_wait.wake();
+    }
+
+    /// Make the pending flush (or the next one) return with `is_canceled`; flushed data stays
+    /// committed.
+    pub fn cancel_pending_flush(&self) {
+        self.state.cancel_flush.store(true, Ordering::SeqCst);
+        self.state.writer_wait.wake();
+    }
+}
+
+impl std::fmt::Debug for PipeCanceler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PipeCanceler")
+    }
+}

@@ -1,0 +1,56 @@
+//! One side's parking spot: a waker slot plus a "waiting" flag, so the other side can skip the
+//! lock and the notify entirely when nobody waits (the hot path).
+//!
+//! Protocol (a Dekker-style handshake on SeqCst operations, which the loom models check):
+//!
+//! - Waiter: store its waker, `waiting.store(true, SeqCst)`, then re-check its condition with a
+//!   SeqCst load. If the condition now holds it proceeds; otherwise it returns `Pending`.
+//! - Notifier: change the state the waiter checks with a SeqCst read-modify-write or store, then
+//!   `waiting.load(SeqCst)`; only if it is set does it take the lock and wake.
+//!
+//! In the single total order of SeqCst operations either the notifier's state change comes before
+//! the waiter's re-check (the waiter sees it and does not sleep), or the waiter's flag store comes
+//! before the notifier's flag load (the notifier wakes it). No wakeup is lost either way.
+
+use std::task::Waker;
+
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{lock, Mutex};
+
+#[derive(Default)]
+pub(crate) struct WaitCell {
+    waiting: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl WaitCell {
+    /// Announce that the caller is about to sleep until woken; the caller must re-check its
+    /// condition afterwards. Clones the waker only if it changed (cloning never allocates for
+    /// ordinary wakers; `will_wake` avoids even the refcount increment).
+    pub(crate) fn register(&self, waker: &Waker) {
+        {
+            let mut slot = lock(&self.waker);
+            match &*slot {
+                Some(current) if current.will_wake(waker) => {}
+                _ => *slot = Some(waker.clone()),
+            }
+        }
+        self.waiting.store(true, Ordering::SeqCst);
+    }
+
+    /// Wake the waiter, if one announced itself. Call after a SeqCst change of the state the waiter
+    /// checks. Costs one SeqCst load when nobody waits.
+    pub(crate) fn wake(&self) {
+        if self.waiting.load(Ordering::SeqCst) && self.waiting.swap(false, Ordering::SeqCst) {
+            let waker = lock(&self.waker).take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Whether a waiter has announced itself and not been woken since.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst)
+    }
+}
