@@ -47,3 +47,8 @@ pub use error::{Error, SharedError};
 pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
 pub use pool::{Pool, PoolBuilder, PoolStats};
 pub use segments::{ByteSegments, HexDump, Utf8Lossy};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
