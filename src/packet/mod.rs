@@ -8,7 +8,7 @@
 //!
 //! Bounds conventions: slicing and splitting (`slice`, `split_to`, `split_off`, `Buf::advance`)
 //! follow std and `bytes` and panic with a message naming the numbers; each has a `try_` form that
-//! returns [`Error::OutOfRange`](crate::Error::OutOfRange) instead. Operations whose success depends
+//! returns [`Error::OutOfRange`] instead. Operations whose success depends
 //! on the state of the buffer (`prepend`, `commit`, `extend_from_slice`) always return a `Result`.
 
 mod buf;

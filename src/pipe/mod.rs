@@ -30,8 +30,52 @@
 //! # Ok::<(), packetpipe::Error>(())
 //! ```
 //!
-//! See [`PipeWriter`] and [`PipeReader`] for the two ends, and the crate's `concurrency` notes in
-//! `src/pipe/state.rs` and `src/pipe/wait.rs` for who writes which field and who wakes whom.
+//! See [`PipeWriter`] and [`PipeReader`] for the two ends.
+//!
+//! # Concurrency design
+//!
+//! One writer and one reader, on any threads or tasks. No lock on the hot path: a side takes a lock
+//! only to park its waker or to wake a side that said it is parked. The loom models in
+//! `loom-tests/` check each protocol below.
+//!
+//! **Who writes what.**
+//!
+//! | state | written by | read by |
+//! |---|---|---|
+//! | segment nodes after the reader's position (packet, `next` link) | writer, before publishing | reader, after publishing |
+//! | `published` word: bytes flushed + `DONE`/`FAILED` bits | writer (one SeqCst add per flush or completion) | reader |
+//! | `consumer_pos`: the reader's current node | reader (Release, after taking the node's packet) | writer (Acquire, before reusing nodes) |
+//! | `reader` word: furthest examined byte + `DONE`/`FAILED` bits | reader (SeqCst store) | writer (backpressure) |
+//! | `reader_needs`: byte target of a waiting `read_at_least` | reader (SeqCst) | writer (backpressure) |
+//! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap, one-shot) |
+//! | completion errors | the completing side, before its `FAILED` bit | the other side, after seeing it |
+//!
+//! **Which orderings pair up.**
+//!
+//! - *Data.* The writer fills a node and links it (`next`, Release), then publishes its bytes with a
+//!   SeqCst add to `published`; the reader loads `published` (SeqCst, so acquire) and only then
+//!   walks the links it covers. Nodes linked but not yet covered ("staged") are never touched by the
+//!   reader, so staging costs no atomics at all.
+//! - *Close vs data.* Completion adds the last staged bytes and the `DONE` bit in the same atomic
+//!   add, and the reader takes both from one load: it cannot see "closed" without the bytes before
+//!   it (the bug that made a peer crate lose data).
+//! - *Node reuse.* The reader takes a consumed node's packet out, then stores its position
+//!   (Release); the writer loads it (Acquire) before reusing any node behind it.
+//! - *Sleep and wake.* A side that must wait stores its waker, sets its `waiting` flag (SeqCst) and
+//!   re-checks its condition (SeqCst loads); the other side changes the state (SeqCst) and then
+//!   loads the flag (SeqCst), taking the lock and waking only if it is set. In the single order of
+//!   SeqCst operations one of the two sees the other, so no wakeup is lost (`wait.rs`).
+//! - *Packet release.* Clones increment the block's count Relaxed; drops decrement with Release and
+//!   the last one fences Acquire before the block is reused. A sole holder sees a count of 1 with an
+//!   Acquire load and skips the decrement.
+//! - *Pool.* Thread caches are thread-local; whole magazines move through the depot under a mutex.
+//!
+//! **Where each side waits, and who wakes it.**
+//!
+//! | waiter | waits in | woken by |
+//! |---|---|---|
+//! | reader | `read` (no byte beyond the examined point), `read_at_least(n)` (fewer than `n` bytes) | a flush that published bytes, writer completion, `cancel_pending_read` |
+//! | writer | `flush` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, `cancel_pending_flush` |
 
 mod blocking;
 mod options;

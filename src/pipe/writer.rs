@@ -300,7 +300,9 @@ impl PipeWriter {
     }
 
     fn publish_staged(&mut self) {
-        if self.reader_done {
+        // Checked first so bytes written after the reader completed are released here, not
+        // published into a queue nobody reads.
+        if self.check_reader_done() {
             return;
         }
         self.seal_buf();
