@@ -102,11 +102,18 @@ pub struct PipeReader {
     last_len: Option<u64>,
     /// Writer flags seen at the last read.
     writer_flags: u64,
+    /// `(is_completed, is_canceled)` of the last successful read, for `last_read`.
+    last_status: (bool, bool),
     completed: bool,
 }
 
 impl PipeReader {
-    pub(crate) fn new(queue: Consumer, state: Arc<PipeState>, pool: Pool, copy_threshold: usize) -> PipeReader {
+    pub(crate) fn new(
+        queue: Consumer,
+        state: Arc<PipeState>,
+        pool: Pool,
+        copy_threshold: usize,
+    ) -> PipeReader {
         PipeReader {
             queue,
             state,
@@ -116,6 +123,7 @@ impl PipeReader {
             examined_max: 0,
             last_len: None,
             writer_flags: 0,
+            last_status: (false, false),
             completed: false,
         }
     }
@@ -123,14 +131,20 @@ impl PipeReader {
     /// Wait until there are bytes beyond the examined point (or the writer completes, or the read
     /// is canceled), then return all unconsumed bytes.
     pub fn read(&mut self) -> Read<'_> {
-        Read { reader: Some(self), want: Want::New }
+        Read {
+            reader: Some(self),
+            want: Want::New,
+        }
     }
 
     /// Wait until at least `n` unconsumed bytes are available (or the writer completes, or the read
     /// is canceled). While it waits, the writer's backpressure is lifted so that it can supply them
     /// even if they exceed the pause threshold.
     pub fn read_at_least(&mut self, n: usize) -> Read<'_> {
-        Read { reader: Some(self), want: Want::AtLeast(n as u64) }
+        Read {
+            reader: Some(self),
+            want: Want::AtLeast(n as u64),
+        }
     }
 
     /// Return the unconsumed bytes if a read would not wait now, `Ok(None)` if it would.
@@ -160,14 +174,18 @@ impl PipeReader {
     }
 
     /// The poll form of [`read_at_least`](Self::read_at_least).
-    pub fn poll_read_at_least(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<Result<(), Error>> {
+    pub fn poll_read_at_least(
+        &mut self,
+        cx: &mut Context<'_>,
+        n: usize,
+    ) -> Poll<Result<(), Error>> {
         self.poll_want(cx, Want::AtLeast(n as u64)).map_ok(|_| ())
     }
 
     /// The buffer of the last completed read (less frames taken since), without waiting; `None` if
     /// the reader advanced since.
     pub fn last_read(&self) -> Option<ReadResult<'_>> {
-        self.last_len.map(|_| self.result(self.status_from_flags(false)))
+        self.last_len.map(|_| self.result(self.last_status))
     }
 
     fn poll_want(&mut self, cx: &mut Context<'_>, want: Want) -> Poll<Result<(bool, bool), Error>> {
@@ -188,6 +206,11 @@ impl PipeReader {
                 self.state.writer_wait.wake();
             }
             self.state.reader_wait.register(cx.waker());
+            // MUTANT no_recheck (test-only, `--cfg packetpipe_mutant="no_recheck"`): sleep right
+            // after registering, without checking again; a flush in between is never seen.
+            if cfg!(packetpipe_mutant = "no_recheck") {
+                return Poll::Pending;
+            }
             registered = true;
         };
         if matches!(want, Want::AtLeast(_)) {
@@ -197,43 +220,41 @@ impl PipeReader {
     }
 
     /// `Some` when a read can return now: `(is_completed, is_canceled)` or the writer's error.
+    /// A successful outcome is also kept for [`last_read`](Self::last_read).
     fn check(&mut self, want: Want) -> Option<Result<(bool, bool), Error>> {
-        if self.state.cancel_read.load(Ordering::Relaxed) && self.state.cancel_read.swap(false, Ordering::SeqCst) {
-            self.refresh();
-            return Some(Ok(self.status_from_flags(true)));
-        }
+        let canceled = self.state.cancel_read.load(Ordering::Relaxed)
+            && self.state.cancel_read.swap(false, Ordering::SeqCst);
         self.writer_flags = self.queue.refresh();
         let available = self.queue.available();
-        let satisfied = match want {
-            Want::New => self.queue.consumed() + available > self.examined,
-            Want::AtLeast(n) => available >= n,
-        };
+        let unseen = self.queue.consumed() + available > self.examined;
+        let satisfied = canceled
+            || match want {
+                Want::New => unseen,
+                Want::AtLeast(n) => available >= n,
+            };
         let done = self.writer_flags & DONE != 0;
-        if done && self.writer_flags & FAILED != 0 && !satisfied {
+        let failed = self.writer_flags & FAILED != 0;
+        if done && failed && !satisfied && !unseen {
             // Every byte flushed before the error has been seen: deliver it, on every later read.
             return Some(Err(self.state.writer_error()));
         }
-        if satisfied || done {
-            self.last_len = Some(available);
-            return Some(Ok(self.status_from_flags(false)));
+        if !(satisfied || done) {
+            return None;
         }
-        None
-    }
-
-    fn refresh(&mut self) {
-        self.writer_flags = self.queue.refresh();
-        self.last_len = Some(self.queue.available());
-    }
-
-    fn status_from_flags(&self, canceled: bool) -> (bool, bool) {
-        // A writer that failed reports completion through its error, once its bytes are read.
-        let completed = self.writer_flags & DONE != 0 && self.writer_flags & FAILED == 0;
-        (completed, canceled)
+        // A writer that failed reports its end through the error, once its bytes are read.
+        let status = (done && !failed, canceled);
+        self.last_len = Some(available);
+        self.last_status = status;
+        Some(Ok(status))
     }
 
     fn result(&self, (is_completed, is_canceled): (bool, bool)) -> ReadResult<'_> {
         let len = self.last_len.expect("a read result follows a read") as usize;
-        ReadResult { buffer: ReadBuffer::new(&self.queue, len), is_completed, is_canceled }
+        ReadResult {
+            buffer: ReadBuffer::new(&self.queue, len),
+            is_completed,
+            is_canceled,
+        }
     }
 
     /// Release the first `consumed` bytes of the last read buffer and mark the first `examined`
@@ -246,7 +267,11 @@ impl PipeReader {
         self.check_open()?;
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
         if consumed > examined || examined as u64 > len {
-            return Err(Error::InvalidAdvance { consumed, examined, len: len as usize });
+            return Err(Error::InvalidAdvance {
+                consumed,
+                examined,
+                len: len as usize,
+            });
         }
         let start = self.queue.consumed();
         self.queue.consume(consumed as u64);
@@ -294,7 +319,8 @@ impl PipeReader {
             let mut left = n;
             for packet in self.queue.packets() {
                 let take = packet.len().min(left);
-                buf.extend_from_slice(&packet[..take]).expect("rented at least n bytes");
+                buf.extend_from_slice(&packet[..take])
+                    .expect("rented at least n bytes");
                 left -= take;
                 if left == 0 {
                     break;
@@ -324,7 +350,10 @@ impl PipeReader {
         self.check_open()?;
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
         if n as u64 > len {
-            return Err(Error::FrameBeyondBuffer { requested: n, len: len as usize });
+            return Err(Error::FrameBeyondBuffer {
+                requested: n,
+                len: len as usize,
+            });
         }
         Ok(())
     }
@@ -360,7 +389,10 @@ impl PipeReader {
 
     /// As [`complete`](Self::complete), and the writer gets `error` (as [`Error::Peer`]) on every
     /// later flush.
-    pub fn complete_with_error(&mut self, error: impl Into<Box<dyn std::error::Error + Send + Sync>>) {
+    pub fn complete_with_error(
+        &mut self,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) {
         self.complete_inner(Some(SharedError::new(error)));
     }
 
@@ -384,7 +416,9 @@ impl PipeReader {
 
     /// A handle that cancels pending reads and flushes from another thread or task.
     pub fn canceler(&self) -> PipeCanceler {
-        PipeCanceler { state: self.state.clone() }
+        PipeCanceler {
+            state: self.state.clone(),
+        }
     }
 
     fn check_open(&self) -> Result<(), Error> {

@@ -106,6 +106,8 @@ impl PipeWriter {
         }
         self.seal_buf();
         self.queue.push(packet.into());
+        // Bytes committed after this must come after the packet: ask for space again.
+        self.handed_out = 0;
         Ok(())
     }
 
@@ -124,7 +126,10 @@ impl PipeWriter {
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
         let need = size_hint.max(1);
-        let fits = self.buf.as_ref().is_some_and(|b| bytes::BufMut::remaining_mut(b) >= need);
+        let fits = self
+            .buf
+            .as_ref()
+            .is_some_and(|b| bytes::BufMut::remaining_mut(b) >= need);
         if !fits && !self.reader_done {
             self.seal_buf();
             self.buf = None;
@@ -151,7 +156,10 @@ impl PipeWriter {
     pub fn advance(&mut self, n: usize) -> Result<(), Error> {
         self.check_open()?;
         if n > self.handed_out {
-            return Err(Error::AdvancePastBuffer { requested: n, available: self.handed_out });
+            return Err(Error::AdvancePastBuffer {
+                requested: n,
+                available: self.handed_out,
+            });
         }
         self.handed_out -= n;
         if let (Some(buf), false) = (&mut self.buf, self.reader_done) {
@@ -169,7 +177,11 @@ impl PipeWriter {
         }
         let space = self.buffer_mut(data.len())?;
         space[..data.len()].copy_from_slice(data);
-        self.advance(data.len())
+        self.advance(data.len())?;
+        // The caller was never handed the rest of that space: a later `advance` without
+        // `buffer_mut` must not commit it (it may hold an earlier renter's bytes).
+        self.handed_out = 0;
+        Ok(())
     }
 
     /// Bytes staged and not yet flushed.
@@ -208,6 +220,13 @@ impl PipeWriter {
             }
             // Announce the wait, then check again: the reader may have advanced in between.
             self.state.writer_wait.register(cx.waker());
+            // MUTANT no_recheck_flush (test-only, `--cfg packetpipe_mutant="no_recheck_flush"`):
+            // pause right after registering, without checking again; an advance in between that
+            // brought the reader below the resume threshold is never seen.
+            if cfg!(packetpipe_mutant = "no_recheck_flush") {
+                self.paused = true;
+                return Poll::Pending;
+            }
             registered = true;
             self.paused = true;
         }
@@ -221,12 +240,18 @@ impl PipeWriter {
             if reader & FAILED != 0 {
                 return Some(Err(self.state.reader_error()));
             }
-            return Some(Ok(FlushResult { is_completed: true, is_canceled: false }));
+            return Some(Ok(FlushResult {
+                is_completed: true,
+                is_canceled: false,
+            }));
         }
         if self.state.cancel_flush.load(Ordering::Relaxed)
             && self.state.cancel_flush.swap(false, Ordering::SeqCst)
         {
-            return Some(Ok(FlushResult { is_completed: false, is_canceled: true }));
+            return Some(Ok(FlushResult {
+                is_completed: false,
+                is_canceled: true,
+            }));
         }
         if self.state.must_wait(self.published, self.paused) {
             return None;
@@ -243,7 +268,10 @@ impl PipeWriter {
 
     /// As [`complete`](Self::complete), and the reader gets `error` (as [`Error::Peer`]) on every
     /// read once it has read the bytes flushed before.
-    pub fn complete_with_error(&mut self, error: impl Into<Box<dyn std::error::Error + Send + Sync>>) {
+    pub fn complete_with_error(
+        &mut self,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) {
         self.complete_inner(Some(SharedError::new(error)));
     }
 
@@ -270,7 +298,9 @@ impl PipeWriter {
 
     /// A handle that cancels pending reads and flushes from another thread or task.
     pub fn canceler(&self) -> PipeCanceler {
-        PipeCanceler { state: self.state.clone() }
+        PipeCanceler {
+            state: self.state.clone(),
+        }
     }
 
     /// Whether the reader has completed (as of the last flush or buffer request).
