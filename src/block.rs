@@ -56,11 +56,13 @@ fn layout(capacity: usize) -> Layout {
 }
 
 /// Payload start of a block.
+#[inline]
 fn payload(block: NonNull<Header>) -> *mut u8 {
     // SAFETY: the allocation is HEADER_SIZE + capacity bytes, so HEADER_SIZE is in bounds.
     unsafe { block.as_ptr().cast::<u8>().add(HEADER_SIZE) }
 }
 
+#[inline]
 fn header<'a>(block: NonNull<Header>) -> &'a Header {
     // SAFETY: callers hold a counted reference or own the block, so the header is live; the only
     // field ever mutated through a raw pointer (`next`) is not touched while such a handle exists.
@@ -68,6 +70,7 @@ fn header<'a>(block: NonNull<Header>) -> &'a Header {
 }
 
 /// Drop one counted reference; the last one hands the block back to its pool.
+#[inline]
 fn release(block: NonNull<Header>) {
     let refs = &header(block).refs;
     // Fast path for the sole holder: with one reference there is no one to race, so skip the
@@ -83,6 +86,7 @@ fn release(block: NonNull<Header>) {
     crate::pool::recycle(FreeBlock(block));
 }
 
+#[inline]
 fn retain(block: NonNull<Header>) {
     let old = header(block).refs.fetch_add(1, Ordering::Relaxed);
     // As `Arc` does: a count this high means references are being leaked in a loop; abort before
@@ -109,30 +113,44 @@ impl FreeBlock {
         pool: Option<Arc<PoolShared>>,
     ) -> Result<FreeBlock, Error> {
         if capacity > MAX_CAPACITY {
-            return Err(Error::RequestTooLarge { requested: capacity, limit: MAX_CAPACITY });
+            return Err(Error::RequestTooLarge {
+                requested: capacity,
+                limit: MAX_CAPACITY,
+            });
         }
         let layout = layout(capacity);
         // SAFETY: layout has a non-zero size (HEADER_SIZE > 0).
         let raw = unsafe { alloc::alloc_zeroed(layout) }.cast::<Header>();
         let Some(block) = NonNull::new(raw) else {
-            return Err(Error::AllocationFailed { size: layout.size() });
+            return Err(Error::AllocationFailed {
+                size: layout.size(),
+            });
         };
-        let header = Header { refs: AtomicUsize::new(1), pool, capacity, class, next: ptr::null_mut() };
+        let header = Header {
+            refs: AtomicUsize::new(1),
+            pool,
+            capacity,
+            class,
+            next: ptr::null_mut(),
+        };
         // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
         // checked by the const assertion below) and large enough for it.
         unsafe { block.as_ptr().write(header) };
         Ok(FreeBlock(block))
     }
 
+    #[inline]
     pub(crate) fn class(&self) -> u8 {
         header(self.0).class
     }
 
+    #[inline]
     pub(crate) fn capacity(&self) -> usize {
         header(self.0).capacity
     }
 
     /// The pool this block belongs to, borrowed for as long as the block is owned.
+    #[inline]
     pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
         header(self.0).pool.as_ref()
     }
@@ -144,12 +162,22 @@ impl FreeBlock {
     }
 
     /// Turn the block into its writer; `headroom` bytes are left free in front for prepending.
+    #[inline]
     pub(crate) fn into_writer(self, headroom: usize) -> Writer {
-        assert!(headroom <= self.capacity(), "headroom {headroom} exceeds capacity {}", self.capacity());
+        assert!(
+            headroom <= self.capacity(),
+            "headroom {headroom} exceeds capacity {}",
+            self.capacity()
+        );
         let block = self.0;
         std::mem::forget(self);
         // The free block already carries refs == 1 (invariant 2): that count is the writer's.
-        Writer { block, sealed: 0, head: headroom, tail: headroom }
+        Writer {
+            block,
+            sealed: 0,
+            head: headroom,
+            tail: headroom,
+        }
     }
 }
 
@@ -183,9 +211,14 @@ unsafe impl Send for FreeStack {}
 
 impl FreeStack {
     pub(crate) const fn new() -> FreeStack {
-        FreeStack { head: None, len: 0, bytes: 0 }
+        FreeStack {
+            head: None,
+            len: 0,
+            bytes: 0,
+        }
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -199,6 +232,7 @@ impl FreeStack {
         self.bytes
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, block: FreeBlock) {
         let raw = block.0;
         self.bytes += block.capacity();
@@ -210,6 +244,7 @@ impl FreeStack {
         self.len += 1;
     }
 
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<FreeBlock> {
         let raw = self.head?;
         // SAFETY: the stack owns the block (invariant 4).
@@ -250,16 +285,19 @@ unsafe impl Send for Writer {}
 unsafe impl Sync for Writer {}
 
 impl Writer {
+    #[inline]
     pub(crate) fn capacity(&self) -> usize {
         header(self.block).capacity
     }
 
     /// Written, unsealed bytes.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.tail - self.head
     }
 
     /// Bytes that can still be written after the tail.
+    #[inline]
     pub(crate) fn remaining(&self) -> usize {
         self.capacity() - self.tail
     }
@@ -269,6 +307,7 @@ impl Writer {
         self.head - self.sealed
     }
 
+    #[inline]
     pub(crate) fn written(&self) -> &[u8] {
         // SAFETY: [head, tail) is inside the payload, initialized (invariant 1) and written only
         // through `&mut self`, so no write races this borrow.
@@ -282,6 +321,7 @@ impl Writer {
     }
 
     /// The writable tail `[tail, capacity)`.
+    #[inline]
     pub(crate) fn spare_mut(&mut self) -> &mut [u8] {
         let len = self.remaining();
         // SAFETY: [tail, capacity) is inside the payload, initialized (invariant 1), after `sealed`
@@ -290,8 +330,13 @@ impl Writer {
     }
 
     /// Mark `n` more bytes of the tail as written.
+    #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
-        assert!(n <= self.remaining(), "commit of {n} bytes exceeds the {} writable bytes", self.remaining());
+        assert!(
+            n <= self.remaining(),
+            "commit of {n} bytes exceeds the {} writable bytes",
+            self.remaining()
+        );
         self.tail += n;
     }
 
@@ -306,19 +351,27 @@ impl Writer {
     pub(crate) fn prepend(&mut self, bytes: &[u8]) -> Result<(), Error> {
         let available = self.headroom();
         if bytes.len() > available {
-            return Err(Error::NoHeadroom { needed: bytes.len(), available });
+            return Err(Error::NoHeadroom {
+                needed: bytes.len(),
+                available,
+            });
         }
         let new_head = self.head - bytes.len();
         // SAFETY: [new_head, head) lies in [sealed, head): inside the payload, covered by no window
         // (invariant 3); `bytes` cannot alias it because `&mut self` is exclusive.
         unsafe {
-            ptr::copy_nonoverlapping(bytes.as_ptr(), payload(self.block).add(new_head), bytes.len())
+            ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                payload(self.block).add(new_head),
+                bytes.len(),
+            )
         };
         self.head = new_head;
         Ok(())
     }
 
     /// Seal the written bytes into a window; the writer keeps the tail of the same block.
+    #[inline]
     pub(crate) fn seal(&mut self) -> Window {
         retain(self.block);
         let window = self.window_of_written();
@@ -328,6 +381,7 @@ impl Writer {
     }
 
     /// Seal the written bytes and give up the writer, passing its reference to the window.
+    #[inline]
     pub(crate) fn into_window(self) -> Window {
         let window = self.window_of_written();
         std::mem::forget(self);
@@ -335,10 +389,15 @@ impl Writer {
     }
 
     /// A window over [head, tail), which must be given a counted reference by the caller.
+    #[inline]
     fn window_of_written(&self) -> Window {
         // SAFETY: payload + head is in bounds and non-null.
         let data = unsafe { NonNull::new_unchecked(payload(self.block).add(self.head)) };
-        Window { block: self.block, data, len: self.len() }
+        Window {
+            block: self.block,
+            data,
+            len: self.len(),
+        }
     }
 }
 
@@ -364,10 +423,12 @@ unsafe impl Send for Window {}
 unsafe impl Sync for Window {}
 
 impl Window {
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: [data, data+len) is inside the payload, initialized (invariant 1) and not written
         // while this window exists (invariant 3).
@@ -375,6 +436,7 @@ impl Window {
     }
 
     /// Bytes between the payload start and this window.
+    #[inline]
     pub(crate) fn offset(&self) -> usize {
         self.data.as_ptr() as usize - payload(self.block) as usize
     }
@@ -391,8 +453,13 @@ impl Window {
     }
 
     /// Narrow to `[start, end)` of the current window.
+    #[inline]
     pub(crate) fn narrow(&mut self, start: usize, end: usize) {
-        assert!(start <= end && end <= self.len, "window range {start}..{end} out of bounds for length {}", self.len);
+        assert!(
+            start <= end && end <= self.len,
+            "window range {start}..{end} out of bounds for length {}",
+            self.len
+        );
         // SAFETY: start <= len, so the result stays inside the window and is non-null.
         self.data = unsafe { NonNull::new_unchecked(self.data.as_ptr().add(start)) };
         self.len = end - start;
@@ -416,7 +483,10 @@ impl Window {
         }
         let available = self.offset();
         if bytes.len() > available {
-            return Err(Error::NoHeadroom { needed: bytes.len(), available });
+            return Err(Error::NoHeadroom {
+                needed: bytes.len(),
+                available,
+            });
         }
         // SAFETY: the bytes in front of the window are inside the payload (offset >= len) and, as
         // the only handle, nothing else reads or writes them; `bytes` cannot alias the block's
@@ -429,13 +499,17 @@ impl Window {
         self.len += bytes.len();
         Ok(())
     }
-
 }
 
 impl Clone for Window {
+    #[inline]
     fn clone(&self) -> Window {
         retain(self.block);
-        Window { block: self.block, data: self.data, len: self.len }
+        Window {
+            block: self.block,
+            data: self.data,
+            len: self.len,
+        }
     }
 }
 

@@ -175,8 +175,6 @@ impl std::error::Error for Error {
     }
 }
 
-
-
 impl From<Error> for std::io::Error {
     fn from(err: Error) -> Self {
         let kind = match err {
@@ -209,7 +207,12 @@ pub(crate) fn check_range(
     if start <= end && end <= len {
         Ok(start..end)
     } else {
-        Err(Error::OutOfRange { operation, start, end, len })
+        Err(Error::OutOfRange {
+            operation,
+            start,
+            end,
+            len,
+        })
     }
 }
 

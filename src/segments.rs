@@ -45,7 +45,12 @@ pub trait ByteSegments {
     fn copy_prefix_to(&self, dst: &mut [u8]) -> Result<(), Error> {
         let len = self.byte_len();
         if dst.len() > len {
-            return Err(Error::OutOfRange { operation: "copy_prefix_to", start: 0, end: dst.len(), len });
+            return Err(Error::OutOfRange {
+                operation: "copy_prefix_to",
+                start: 0,
+                end: dst.len(),
+                len,
+            });
         }
         let mut filled = 0;
         for segment in self.segments() {
@@ -62,7 +67,10 @@ pub trait ByteSegments {
     /// A `Display` of the first `limit` bytes as a classic hex dump (16 bytes a line, offset, hex,
     /// ASCII), followed by a count of the bytes left out.
     fn hex_dump(&self, limit: usize) -> HexDump<'_, Self> {
-        HexDump { source: self, limit }
+        HexDump {
+            source: self,
+            limit,
+        }
     }
 
     /// A `Display` of the bytes as UTF-8, with invalid sequences shown as U+FFFD, decoded segment by
@@ -99,7 +107,11 @@ fn find_in<'a>(segments: impl Iterator<Item = &'a [u8]> + Clone, pattern: &[u8])
 }
 
 /// Whether the bytes `head` followed by the `tail` segments start with `pattern`.
-fn starts_with<'a>(head: &'a [u8], tail: impl Iterator<Item = &'a [u8]>, mut pattern: &[u8]) -> bool {
+fn starts_with<'a>(
+    head: &'a [u8],
+    tail: impl Iterator<Item = &'a [u8]>,
+    mut pattern: &[u8],
+) -> bool {
     for segment in std::iter::once(head).chain(tail) {
         if pattern.is_empty() {
             return true;
@@ -125,7 +137,11 @@ impl<S: ByteSegments + ?Sized> fmt::Display for HexDump<'_, S> {
         let mut line = [0u8; WIDTH];
         let mut filled = 0;
         let mut offset = 0;
-        let bytes = self.source.segments().flat_map(|s| s.iter().copied()).take(self.limit);
+        let bytes = self
+            .source
+            .segments()
+            .flat_map(|s| s.iter().copied())
+            .take(self.limit);
         for byte in bytes {
             line[filled] = byte;
             filled += 1;
@@ -160,7 +176,11 @@ fn write_hex_line(f: &mut fmt::Formatter<'_>, offset: usize, line: &[u8]) -> fmt
     }
     f.write_str("  |")?;
     for &b in line {
-        let c = if b.is_ascii_graphic() || b == b' ' { b as char } else { '.' };
+        let c = if b.is_ascii_graphic() || b == b' ' {
+            b as char
+        } else {
+            '.'
+        };
         write!(f, "{c}")?;
     }
     f.write_str("|\n")
@@ -223,7 +243,11 @@ impl LossyDecoder {
 
     /// Add bytes from `input` to the carried prefix until it decodes or proves invalid; returns the
     /// unused part of `input`.
-    fn complete_carry<'a>(&mut self, f: &mut fmt::Formatter<'_>, input: &'a [u8]) -> Result<&'a [u8], fmt::Error> {
+    fn complete_carry<'a>(
+        &mut self,
+        f: &mut fmt::Formatter<'_>,
+        input: &'a [u8],
+    ) -> Result<&'a [u8], fmt::Error> {
         let before = self.carried;
         let take = input.len().min(self.carry.len() - before);
         self.carry[before..before + take].copy_from_slice(&input[..take]);

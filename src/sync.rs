@@ -33,6 +33,20 @@ mod imp {
 
 pub(crate) use imp::*;
 
+/// A point in the single total order of SeqCst operations, for loom builds only.
+///
+/// The wait protocol (`pipe::wait`) is a Dekker handshake on SeqCst accesses: the C++ memory model
+/// orders all of them in one total order, so a waiter's flag store and a notifier's state change
+/// cannot both miss each other. Loom 0.7 models SeqCst *accesses* as only AcqRel (its `seq_cst()`
+/// hook is a no-op, see loom's `rt/thread.rs`) and so reports lost wakeups that cannot happen,
+/// while it models `fence(SeqCst)` exactly. Under `--cfg packetpipe_loom` this is that fence; in
+/// normal builds it is nothing, since the SeqCst accesses around each call already give the order.
+#[inline(always)]
+pub(crate) fn loom_seq_cst_point() {
+    #[cfg(packetpipe_loom)]
+    atomic::fence(atomic::Ordering::SeqCst);
+}
+
 /// Pads and aligns a value to a cache line so two hot counters written by different threads never
 /// share one (false sharing costs tens of nanoseconds per write on the machines we target).
 #[derive(Debug, Default)]

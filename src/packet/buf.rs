@@ -41,27 +41,32 @@ pub struct PacketBuf {
 }
 
 impl PacketBuf {
+    #[inline]
     pub(crate) fn from_writer(writer: Writer) -> PacketBuf {
         PacketBuf { writer }
     }
 
     /// Payload bytes of the whole block.
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.writer.capacity()
     }
 
     /// Written bytes not yet sealed.
+    #[inline]
     pub fn len(&self) -> usize {
         self.writer.len()
     }
 
     /// Whether no unsealed bytes are written.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The free tail, to write into before [`commit`](Self::commit). It holds whatever the block
     /// held before (zeros, or old data of an earlier renter), never uninitialized memory.
+    #[inline]
     pub fn spare_mut(&mut self) -> &mut [u8] {
         self.writer.spare_mut()
     }
@@ -76,20 +81,28 @@ impl PacketBuf {
     /// let err = buf.commit(100).unwrap_err();
     /// assert_eq!(err.to_string(), "cannot write 100 bytes: only 61 bytes of space remain in the buffer");
     /// ```
+    #[inline]
     pub fn commit(&mut self, n: usize) -> Result<(), Error> {
         let available = self.writer.remaining();
         if n > available {
-            return Err(Error::NoSpace { needed: n, available });
+            return Err(Error::NoSpace {
+                needed: n,
+                available,
+            });
         }
         self.writer.commit(n);
         Ok(())
     }
 
     /// Copy `data` after the written bytes, or return [`Error::NoSpace`] (writing nothing).
+    #[inline]
     pub fn extend_from_slice(&mut self, data: &[u8]) -> Result<(), Error> {
         let available = self.writer.remaining();
         if data.len() > available {
-            return Err(Error::NoSpace { needed: data.len(), available });
+            return Err(Error::NoSpace {
+                needed: data.len(),
+                available,
+            });
         }
         self.writer.spare_mut()[..data.len()].copy_from_slice(data);
         self.writer.commit(data.len());
@@ -119,26 +132,29 @@ impl PacketBuf {
 
     /// Seal the written bytes into a packet sharing this block; the buffer keeps the free tail.
     /// With nothing written, the packet is empty.
+    #[inline]
     pub fn seal(&mut self) -> OwnedPacket {
         OwnedPacket::from_window(self.writer.seal())
     }
 
     /// Seal the written bytes and give the buffer up (no atomic operation: the buffer's reference
     /// passes to the packet).
+    #[inline]
     pub fn freeze(self) -> OwnedPacket {
         OwnedPacket::from_window(self.writer.into_window())
     }
-
 }
 
 impl Deref for PacketBuf {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         self.writer.written()
     }
 }
 
 impl DerefMut for PacketBuf {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         self.writer.written_mut()
     }
@@ -160,16 +176,22 @@ impl fmt::Debug for PacketBuf {
 // valid, initialized, exclusively borrowed region), and `advance_mut` moves the tail forward only
 // within it, panicking otherwise; so bytes reported written were handed out by `chunk_mut`.
 unsafe impl BufMut for PacketBuf {
+    #[inline]
     fn remaining_mut(&self) -> usize {
         self.writer.remaining()
     }
 
+    #[inline]
     unsafe fn advance_mut(&mut self, cnt: usize) {
         let available = self.writer.remaining();
-        assert!(cnt <= available, "cannot advance_mut {cnt} bytes: only {available} remain");
+        assert!(
+            cnt <= available,
+            "cannot advance_mut {cnt} bytes: only {available} remain"
+        );
         self.writer.commit(cnt);
     }
 
+    #[inline]
     fn chunk_mut(&mut self) -> &mut UninitSlice {
         UninitSlice::new(self.writer.spare_mut())
     }

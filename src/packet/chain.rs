@@ -40,13 +40,21 @@ pub struct PacketChain {
 
 #[derive(Clone)]
 enum Segments {
-    Inline { ring: [Option<Packet>; INLINE], head: usize, count: usize },
+    Inline {
+        ring: [Option<Packet>; INLINE],
+        head: usize,
+        count: usize,
+    },
     Heap(VecDeque<Packet>),
 }
 
 impl Default for Segments {
     fn default() -> Segments {
-        Segments::Inline { ring: Default::default(), head: 0, count: 0 }
+        Segments::Inline {
+            ring: Default::default(),
+            head: 0,
+            count: 0,
+        }
     }
 }
 
@@ -60,9 +68,9 @@ impl Segments {
 
     fn get(&self, index: usize) -> Option<&Packet> {
         match self {
-            Segments::Inline { ring, head, count } => {
-                (index < *count).then(|| ring[(head + index) % INLINE].as_ref()).flatten()
-            }
+            Segments::Inline { ring, head, count } => (index < *count)
+                .then(|| ring[(head + index) % INLINE].as_ref())
+                .flatten(),
             Segments::Heap(deque) => deque.get(index),
         }
     }
@@ -203,7 +211,12 @@ impl PacketChain {
     /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
     pub fn try_split_to(&mut self, at: usize) -> Result<PacketChain, Error> {
         if at > self.len {
-            return Err(Error::OutOfRange { operation: "split_to", start: 0, end: at, len: self.len });
+            return Err(Error::OutOfRange {
+                operation: "split_to",
+                start: 0,
+                end: at,
+                len: self.len,
+            });
         }
         let mut head = PacketChain::new();
         while head.len < at {
@@ -281,7 +294,11 @@ impl Buf for PacketChain {
     }
 
     fn advance(&mut self, mut cnt: usize) {
-        assert!(cnt <= self.len, "cannot advance past `remaining`: {cnt} <= {}", self.len);
+        assert!(
+            cnt <= self.len,
+            "cannot advance past `remaining`: {cnt} <= {}",
+            self.len
+        );
         while cnt > 0 {
             let front = self.segments.front_mut().expect("len counts the segments");
             if front.len() <= cnt {

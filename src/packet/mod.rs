@@ -67,25 +67,32 @@ impl Default for Packet {
 impl Packet {
     /// An empty packet.
     pub const fn new() -> Packet {
-        Packet { repr: Repr::Static(&[]) }
+        Packet {
+            repr: Repr::Static(&[]),
+        }
     }
 
     /// A packet over static bytes (no allocation, no reference count).
     pub const fn from_static(bytes: &'static [u8]) -> Packet {
-        Packet { repr: Repr::Static(bytes) }
+        Packet {
+            repr: Repr::Static(bytes),
+        }
     }
 
     /// Number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.as_slice().len()
     }
 
     /// Whether the packet holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         match &self.repr {
             Repr::Owned(p) => p.as_slice(),
@@ -103,11 +110,13 @@ impl Packet {
     }
 
     /// A packet sharing `range` of this one. Panics if the range is out of bounds.
+    #[inline]
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Packet {
         self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A packet sharing `range` of this one, or [`Error::OutOfRange`].
+    #[inline]
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<Packet, Error> {
         let range = check_range("slice", range, self.len())?;
         let repr = match &self.repr {
@@ -119,11 +128,13 @@ impl Packet {
     }
 
     /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
+    #[inline]
     pub fn split_to(&mut self, at: usize) -> Packet {
         self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
+    #[inline]
     pub fn try_split_to(&mut self, at: usize) -> Result<Packet, Error> {
         check_at("split_to", at, self.len())?;
         let repr = match &mut self.repr {
@@ -179,9 +190,15 @@ impl Packet {
     }
 }
 
+#[inline]
 fn check_at(operation: &'static str, at: usize, len: usize) -> Result<(), Error> {
     if at > len {
-        return Err(Error::OutOfRange { operation, start: 0, end: at, len });
+        return Err(Error::OutOfRange {
+            operation,
+            start: 0,
+            end: at,
+            len,
+        });
     }
     Ok(())
 }
@@ -194,49 +211,61 @@ fn promote(bytes: Bytes) -> Bytes {
 }
 
 impl From<OwnedPacket> for Packet {
+    #[inline]
     fn from(packet: OwnedPacket) -> Packet {
-        Packet { repr: Repr::Owned(packet) }
+        Packet {
+            repr: Repr::Owned(packet),
+        }
     }
 }
 
 impl From<PacketBuf> for Packet {
     /// Seals the buffer's written bytes.
+    #[inline]
     fn from(buf: PacketBuf) -> Packet {
         buf.freeze().into()
     }
 }
 
 impl From<Bytes> for Packet {
+    #[inline]
     fn from(bytes: Bytes) -> Packet {
-        Packet { repr: Repr::Bytes(promote(bytes)) }
+        Packet {
+            repr: Repr::Bytes(promote(bytes)),
+        }
     }
 }
 
 impl From<bytes::BytesMut> for Packet {
+    #[inline]
     fn from(bytes: bytes::BytesMut) -> Packet {
         bytes.freeze().into()
     }
 }
 
 impl From<Vec<u8>> for Packet {
+    #[inline]
     fn from(vec: Vec<u8>) -> Packet {
         Bytes::from(vec).into()
     }
 }
 
 impl From<&'static [u8]> for Packet {
+    #[inline]
     fn from(bytes: &'static [u8]) -> Packet {
         Packet::from_static(bytes)
     }
 }
 
 impl From<&'static str> for Packet {
+    #[inline]
     fn from(s: &'static str) -> Packet {
         Packet::from_static(s.as_bytes())
     }
 }
 
 impl From<Packet> for Bytes {
+    #[inline]
     fn from(packet: Packet) -> Bytes {
         packet.into_bytes()
     }
@@ -244,6 +273,7 @@ impl From<Packet> for Bytes {
 
 impl Deref for Packet {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         self.as_slice()
     }
@@ -294,17 +324,23 @@ impl fmt::Debug for Packet {
 }
 
 impl Buf for Packet {
+    #[inline]
     fn remaining(&self) -> usize {
         self.len()
     }
 
+    #[inline]
     fn chunk(&self) -> &[u8] {
         self.as_slice()
     }
 
+    #[inline]
     fn advance(&mut self, cnt: usize) {
         let len = self.len();
-        assert!(cnt <= len, "cannot advance past `remaining`: {cnt} <= {len}");
+        assert!(
+            cnt <= len,
+            "cannot advance past `remaining`: {cnt} <= {len}"
+        );
         match &mut self.repr {
             Repr::Owned(p) => p.advance(cnt),
             Repr::Bytes(b) => b.advance(cnt),

@@ -35,31 +35,37 @@ pub struct OwnedPacket {
 }
 
 impl OwnedPacket {
+    #[inline]
     pub(crate) fn from_window(window: Window) -> OwnedPacket {
         OwnedPacket { window }
     }
 
     /// Number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.window.len()
     }
 
     /// Whether the packet holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         self.window.as_slice()
     }
 
     /// A packet sharing `range` of this one. Panics if the range is out of bounds.
+    #[inline]
     pub fn slice(&self, range: impl RangeBounds<usize>) -> OwnedPacket {
         self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A packet sharing `range` of this one, or [`Error::OutOfRange`].
+    #[inline]
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<OwnedPacket, Error> {
         let range = check_range("slice", range, self.len())?;
         let mut window = self.window.clone();
@@ -68,11 +74,13 @@ impl OwnedPacket {
     }
 
     /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
+    #[inline]
     pub fn split_to(&mut self, at: usize) -> OwnedPacket {
         self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
+    #[inline]
     pub fn try_split_to(&mut self, at: usize) -> Result<OwnedPacket, Error> {
         let head = self.try_slice_for("split_to", at)?;
         self.window.narrow(at, self.len());
@@ -94,9 +102,15 @@ impl OwnedPacket {
         Ok(OwnedPacket { window: tail })
     }
 
+    #[inline]
     fn try_slice_for(&self, operation: &'static str, at: usize) -> Result<OwnedPacket, Error> {
         if at > self.len() {
-            return Err(Error::OutOfRange { operation, start: 0, end: at, len: self.len() });
+            return Err(Error::OutOfRange {
+                operation,
+                start: 0,
+                end: at,
+                len: self.len(),
+            });
         }
         let mut window = self.window.clone();
         window.narrow(0, at);
@@ -104,6 +118,7 @@ impl OwnedPacket {
     }
 
     /// Keep the first `len` bytes (no effect if the packet is shorter).
+    #[inline]
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
             self.window.narrow(0, len);
@@ -153,11 +168,11 @@ impl OwnedPacket {
         }
         Bytes::from_owner(self)
     }
-
 }
 
 impl Deref for OwnedPacket {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
         self.as_slice()
     }
@@ -208,16 +223,23 @@ impl From<OwnedPacket> for Bytes {
 }
 
 impl Buf for OwnedPacket {
+    #[inline]
     fn remaining(&self) -> usize {
         self.len()
     }
 
+    #[inline]
     fn chunk(&self) -> &[u8] {
         self.as_slice()
     }
 
+    #[inline]
     fn advance(&mut self, cnt: usize) {
-        assert!(cnt <= self.len(), "cannot advance past `remaining`: {cnt} <= {}", self.len());
+        assert!(
+            cnt <= self.len(),
+            "cannot advance past `remaining`: {cnt} <= {}",
+            self.len()
+        );
         self.window.narrow(cnt, self.len());
     }
 

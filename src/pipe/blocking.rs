@@ -25,6 +25,7 @@ thread_local! {
 }
 
 /// Poll `future` on this thread, parking between polls until its waker is woken.
+#[inline]
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
     THREAD_WAKER.with(|waker| {

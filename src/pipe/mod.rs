@@ -102,9 +102,17 @@ pub fn pipe() -> (PipeWriter, PipeReader) {
 /// A pipe with the given options.
 pub fn pipe_with(options: PipeOptions) -> (PipeWriter, PipeReader) {
     let (producer, consumer) = queue::queue();
-    let state = Arc::new(state::PipeState::new(options.pause_threshold, options.resume_threshold));
+    let state = Arc::new(state::PipeState::new(
+        options.pause_threshold,
+        options.resume_threshold,
+    ));
     let pool = options.resolved_pool();
-    let writer = PipeWriter::new(producer, state.clone(), pool.clone(), options.min_segment_size);
+    let writer = PipeWriter::new(
+        producer,
+        state.clone(),
+        pool.clone(),
+        options.min_segment_size,
+    );
     let reader = PipeReader::new(consumer, state, pool, options.copy_threshold);
     (writer, reader)
 }

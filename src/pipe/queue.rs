@@ -89,7 +89,12 @@ pub(crate) fn queue() -> (Producer, Consumer) {
         last_published: dummy,
         staged_bytes: 0,
     };
-    let consumer = Consumer { shared, dummy, consumed: 0, visible_end: 0 };
+    let consumer = Consumer {
+        shared,
+        dummy,
+        consumed: 0,
+        visible_end: 0,
+    };
     (producer, consumer)
 }
 
@@ -117,6 +122,7 @@ unsafe impl Sync for Producer {}
 
 impl Producer {
     /// Bytes pushed but not yet published.
+    #[inline]
     pub(crate) fn staged_bytes(&self) -> u64 {
         self.staged_bytes
     }
@@ -125,6 +131,7 @@ impl Producer {
     /// Empty packets are dropped (invariant 3).
     ///
     /// [`publish`]: Producer::publish
+    #[inline]
     pub(crate) fn push(&mut self, packet: Packet) {
         if packet.is_empty() {
             return;
@@ -143,6 +150,7 @@ impl Producer {
         self.last = node;
     }
 
+    #[inline]
     fn alloc_node(&mut self) -> *mut Node {
         if self.first == self.consumer_copy {
             self.consumer_copy = self.shared.consumer_pos.load(Ordering::Acquire);
@@ -160,15 +168,24 @@ impl Producer {
     /// Make every staged byte visible, adding `flags` (pipe flag bits) in the same atomic step.
     /// Returns the published word as it was before. SeqCst: the pipe's wake protocol pairs this
     /// with the waiting side's SeqCst flag store (see `pipe::wait`).
+    #[inline]
     pub(crate) fn publish(&mut self, flags: u64) -> u64 {
         debug_assert_eq!(flags & COUNT_MASK, 0, "flags must use only the flag bits");
+        // MUTANT done_before_data (test-only, `--cfg packetpipe_mutant="done_before_data"`): the
+        // end flags go out in an add of their own before the staged bytes, so a reader can see
+        // "writer done" while the last bytes are still missing (the bug piper had).
+        #[cfg(packetpipe_mutant = "done_before_data")]
+        if flags != 0 && self.staged_bytes != 0 {
+            self.shared.published.fetch_add(flags, Ordering::SeqCst);
+            return self.publish(0);
+        }
         let add = self.staged_bytes | flags;
         self.staged_bytes = 0;
         self.last_published = self.last;
         if add == 0 {
             return self.shared.published.load(Ordering::SeqCst);
         }
-        self.shared.published.fetch_add(add, Ordering::SeqCst)
+        self.shared.published.fetch_add(add, PUBLISH_ORDERING)
     }
 
     /// Drop every staged packet and free its node. Only valid once the consumer has closed (it
@@ -178,7 +195,9 @@ impl Producer {
         // `published`, so the consumer has not reached and will not reach them (invariant 1).
         // They were allocated by `Box` and are unlinked here before being freed (invariant 2).
         unsafe {
-            let mut node = (*self.last_published).next.swap(ptr::null_mut(), Ordering::Relaxed);
+            let mut node = (*self.last_published)
+                .next
+                .swap(ptr::null_mut(), Ordering::Relaxed);
             while !node.is_null() {
                 let boxed = Box::from_raw(node);
                 node = boxed.next.load(Ordering::Relaxed);
@@ -196,7 +215,28 @@ impl Drop for Producer {
     }
 }
 
+/// Ordering of the publishing add: SeqCst (Release for the data, SeqCst for `pipe::wait`).
+#[cfg(not(packetpipe_mutant = "relaxed_publish"))]
+const PUBLISH_ORDERING: Ordering = Ordering::SeqCst;
+/// MUTANT relaxed_publish (test-only, `--cfg packetpipe_mutant="relaxed_publish"`): a Relaxed
+/// publish no longer orders the links to the new nodes before the count the consumer acts on.
+#[cfg(packetpipe_mutant = "relaxed_publish")]
+const PUBLISH_ORDERING: Ordering = Ordering::Relaxed;
+
+/// A link the consumer follows because published bytes cover the node it leads to, so it is never
+/// null. Checked in debug and loom builds: a model whose publication fails to order the link before
+/// the count (see the `relaxed_publish` mutant) then fails with this panic, not a null dereference.
+fn published_link(next: *mut Node) -> *mut Node {
+    #[cfg(any(debug_assertions, packetpipe_loom))]
+    assert!(
+        !next.is_null(),
+        "published bytes cover a node whose link is not visible"
+    );
+    next
+}
+
 /// Split the published word into (bytes, flags).
+#[inline]
 pub(crate) fn split_word(word: u64) -> (u64, u64) {
     (word & COUNT_MASK, word & !COUNT_MASK)
 }
@@ -222,6 +262,7 @@ unsafe impl Sync for Consumer {}
 
 impl Consumer {
     /// Load the published word, making newly published bytes accessible; returns the flags.
+    #[inline]
     pub(crate) fn refresh(&mut self) -> u64 {
         let (bytes, flags) = split_word(self.shared.published.load(Ordering::SeqCst));
         self.visible_end = bytes;
@@ -229,40 +270,55 @@ impl Consumer {
     }
 
     /// Bytes published so far, loaded now (without making them accessible).
+    #[inline]
     pub(crate) fn published_bytes(&self) -> u64 {
         split_word(self.shared.published.load(Ordering::SeqCst)).0
     }
 
     /// Bytes consumed since the start.
+    #[inline]
     pub(crate) fn consumed(&self) -> u64 {
         self.consumed
     }
 
     /// Bytes accessible and not consumed.
+    #[inline]
     pub(crate) fn available(&self) -> u64 {
         self.visible_end - self.consumed
     }
 
     /// The accessible packets, front to back (none empty).
+    #[inline]
     pub(crate) fn packets(&self) -> Packets<'_> {
         // SAFETY: the dummy is the consumer's (invariant 1); its `next` was stored (Release) before
         // the `published` value that `refresh` loaded covered the next node.
         let next = unsafe { (*self.dummy).next.load(Ordering::Acquire) };
-        Packets { node: next, remaining: self.available(), _consumer: self }
+        let next = if self.available() > 0 {
+            published_link(next)
+        } else {
+            next
+        };
+        Packets {
+            node: next,
+            remaining: self.available(),
+            _consumer: self,
+        }
     }
 
     /// The first accessible packet, mutably.
+    #[inline]
     fn front_mut(&mut self) -> &mut Packet {
         assert!(self.available() > 0, "front_mut with nothing available");
         // SAFETY: available > 0, so the node after the dummy is published and the consumer's
         // (invariant 1); `&mut self` makes this the only access from this side.
         unsafe {
-            let node = (*self.dummy).next.load(Ordering::Acquire);
+            let node = published_link((*self.dummy).next.load(Ordering::Acquire));
             (*node).packet.with_mut(|p| &mut *p)
         }
     }
 
     /// Move past the front node, whose packet has been consumed entirely, handing it back.
+    #[inline]
     fn pop_front(&mut self) -> Packet {
         // SAFETY: as in `front_mut`; after taking the packet the node is released to the producer
         // by the Release store of `consumer_pos` (invariant 1).
@@ -276,14 +332,38 @@ impl Consumer {
     }
 
     /// Consume `n` accessible bytes (n <= available), dropping packets consumed entirely.
-    pub(crate) fn consume(&mut self, n: u64) {
-        self.take(n, drop);
+    #[inline]
+    pub(crate) fn consume(&mut self, mut n: u64) {
+        assert!(
+            n <= self.available(),
+            "consume of {n} bytes with {} available",
+            self.available()
+        );
+        while n > 0 {
+            let front = self.front_mut();
+            let len = front.len() as u64;
+            if len <= n {
+                drop(self.pop_front());
+                self.consumed += len;
+                n -= len;
+            } else {
+                // Advance the front packet in place: no split, so no reference-count traffic.
+                bytes::Buf::advance(front, n as usize);
+                self.consumed += n;
+                n = 0;
+            }
+        }
     }
 
     /// Take the first `n` accessible bytes (n <= available) as packets, front to back, each
     /// moved out of the queue or split off its front packet, without copying.
+    #[inline]
     pub(crate) fn take(&mut self, mut n: u64, mut sink: impl FnMut(Packet)) {
-        assert!(n <= self.available(), "take of {n} bytes with {} available", self.available());
+        assert!(
+            n <= self.available(),
+            "take of {n} bytes with {} available",
+            self.available()
+        );
         while n > 0 {
             let front = self.front_mut();
             let len = front.len() as u64;
@@ -320,13 +400,18 @@ pub(crate) struct Packets<'a> {
 
 impl Clone for Packets<'_> {
     fn clone(&self) -> Self {
-        Packets { node: self.node, remaining: self.remaining, _consumer: self._consumer }
+        Packets {
+            node: self.node,
+            remaining: self.remaining,
+            _consumer: self._consumer,
+        }
     }
 }
 
 impl<'a> Iterator for Packets<'a> {
     type Item = &'a Packet;
 
+    #[inline]
     fn next(&mut self) -> Option<&'a Packet> {
         if self.remaining == 0 {
             return None;
@@ -338,7 +423,7 @@ impl<'a> Iterator for Packets<'a> {
             let packet: &'a Packet = (*self.node).packet.with(|p| &*p);
             self.remaining -= packet.len() as u64;
             if self.remaining > 0 {
-                self.node = (*self.node).next.load(Ordering::Acquire);
+                self.node = published_link((*self.node).next.load(Ordering::Acquire));
             }
             Some(packet)
         }

@@ -41,23 +41,35 @@ pub struct ReadBuffer<'a> {
 }
 
 impl<'a> ReadBuffer<'a> {
+    #[inline]
     pub(crate) fn new(queue: &'a Consumer, len: usize) -> ReadBuffer<'a> {
-        ReadBuffer { queue, start: 0, len }
+        ReadBuffer {
+            queue,
+            start: 0,
+            len,
+        }
     }
 
     /// Number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the view holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The segments, front to back, none of them empty.
+    #[inline]
     pub fn chunks(&self) -> Chunks<'a> {
-        Chunks { packets: self.queue.packets(), skip: self.start, left: self.len }
+        Chunks {
+            packets: self.queue.packets(),
+            skip: self.start,
+            left: self.len,
+        }
     }
 
     /// All bytes, copied into one vector.
@@ -88,14 +100,23 @@ impl<'a> ReadBuffer<'a> {
     /// A view of `range` of this one, or [`Error::OutOfRange`].
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<ReadBuffer<'a>, Error> {
         let range = check_range("slice", range, self.len)?;
-        Ok(ReadBuffer { queue: self.queue, start: self.start + range.start, len: range.len() })
+        Ok(ReadBuffer {
+            queue: self.queue,
+            start: self.start + range.start,
+            len: range.len(),
+        })
     }
 
     /// A [`Buf`] over the view; consuming from it does not consume from the pipe.
+    #[inline]
     pub fn cursor(&self) -> ReadCursor<'a> {
         let mut chunks = self.chunks();
         let current = chunks.next().unwrap_or(&[]);
-        ReadCursor { current, rest: chunks, remaining: self.len }
+        ReadCursor {
+            current,
+            rest: chunks,
+            remaining: self.len,
+        }
     }
 
     /// Fill `dst` with the segments for a vectored write; returns how many slots were filled.
@@ -121,7 +142,10 @@ impl ByteSegments for ReadBuffer<'_> {
 
 impl std::fmt::Debug for ReadBuffer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadBuffer").field("len", &self.len).field("segments", &self.chunks().count()).finish()
+        f.debug_struct("ReadBuffer")
+            .field("len", &self.len)
+            .field("segments", &self.chunks().count())
+            .finish()
     }
 }
 
@@ -136,6 +160,7 @@ pub struct Chunks<'a> {
 impl<'a> Iterator for Chunks<'a> {
     type Item = &'a [u8];
 
+    #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
         while self.left > 0 {
             let packet = self.packets.next()?;
@@ -167,16 +192,23 @@ pub struct ReadCursor<'a> {
 }
 
 impl Buf for ReadCursor<'_> {
+    #[inline]
     fn remaining(&self) -> usize {
         self.remaining
     }
 
+    #[inline]
     fn chunk(&self) -> &[u8] {
         self.current
     }
 
+    #[inline]
     fn advance(&mut self, mut cnt: usize) {
-        assert!(cnt <= self.remaining, "cannot advance past `remaining`: {cnt} <= {}", self.remaining);
+        assert!(
+            cnt <= self.remaining,
+            "cannot advance past `remaining`: {cnt} <= {}",
+            self.remaining
+        );
         self.remaining -= cnt;
         while cnt > 0 {
             if cnt < self.current.len() {
@@ -193,7 +225,11 @@ impl Buf for ReadCursor<'_> {
 
     fn chunks_vectored<'b>(&'b self, dst: &mut [IoSlice<'b>]) -> usize {
         let mut n = 0;
-        for (slot, chunk) in dst.iter_mut().zip(std::iter::once(self.current).filter(|c| !c.is_empty()).chain(self.rest.clone())) {
+        for (slot, chunk) in dst.iter_mut().zip(
+            std::iter::once(self.current)
+                .filter(|c| !c.is_empty())
+                .chain(self.rest.clone()),
+        ) {
             *slot = IoSlice::new(chunk);
             n += 1;
         }
@@ -203,6 +239,8 @@ impl Buf for ReadCursor<'_> {
 
 impl std::fmt::Debug for ReadCursor<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadCursor").field("remaining", &self.remaining).finish()
+        f.debug_struct("ReadCursor")
+            .field("remaining", &self.remaining)
+            .finish()
     }
 }

@@ -26,16 +26,19 @@ pub struct ReadResult<'a> {
 
 impl<'a> ReadResult<'a> {
     /// Every flushed byte not yet consumed, as a chain of segments.
+    #[inline]
     pub fn buffer(&self) -> ReadBuffer<'a> {
         self.buffer
     }
 
     /// The writer has completed: no bytes beyond this buffer will ever arrive.
+    #[inline]
     pub fn is_completed(&self) -> bool {
         self.is_completed
     }
 
     /// The read was cut short by [`PipeCanceler::cancel_pending_read`].
+    #[inline]
     pub fn is_canceled(&self) -> bool {
         self.is_canceled
     }
@@ -130,6 +133,7 @@ impl PipeReader {
 
     /// Wait until there are bytes beyond the examined point (or the writer completes, or the read
     /// is canceled), then return all unconsumed bytes.
+    #[inline]
     pub fn read(&mut self) -> Read<'_> {
         Read {
             reader: Some(self),
@@ -140,6 +144,7 @@ impl PipeReader {
     /// Wait until at least `n` unconsumed bytes are available (or the writer completes, or the read
     /// is canceled). While it waits, the writer's backpressure is lifted so that it can supply them
     /// even if they exceed the pause threshold.
+    #[inline]
     pub fn read_at_least(&mut self, n: usize) -> Read<'_> {
         Read {
             reader: Some(self),
@@ -148,6 +153,7 @@ impl PipeReader {
     }
 
     /// Return the unconsumed bytes if a read would not wait now, `Ok(None)` if it would.
+    #[inline]
     pub fn try_read(&mut self) -> Result<Option<ReadResult<'_>>, Error> {
         self.check_open()?;
         match self.check(Want::New) {
@@ -158,6 +164,7 @@ impl PipeReader {
     }
 
     /// [`read`](Self::read) for thread-based code: parks the thread while waiting.
+    #[inline]
     pub fn read_blocking(&mut self) -> Result<ReadResult<'_>, Error> {
         block_on(self.read())
     }
@@ -169,6 +176,7 @@ impl PipeReader {
 
     /// The poll form of [`read`](Self::read): `Ready(Ok(()))` means a read result is available
     /// from [`last_read`](Self::last_read).
+    #[inline]
     pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.poll_want(cx, Want::New).map_ok(|_| ())
     }
@@ -184,10 +192,12 @@ impl PipeReader {
 
     /// The buffer of the last completed read (less frames taken since), without waiting; `None` if
     /// the reader advanced since.
+    #[inline]
     pub fn last_read(&self) -> Option<ReadResult<'_>> {
         self.last_len.map(|_| self.result(self.last_status))
     }
 
+    #[inline]
     fn poll_want(&mut self, cx: &mut Context<'_>, want: Want) -> Poll<Result<(bool, bool), Error>> {
         self.check_open()?;
         let mut registered = false;
@@ -221,6 +231,7 @@ impl PipeReader {
 
     /// `Some` when a read can return now: `(is_completed, is_canceled)` or the writer's error.
     /// A successful outcome is also kept for [`last_read`](Self::last_read).
+    #[inline]
     fn check(&mut self, want: Want) -> Option<Result<(bool, bool), Error>> {
         let canceled = self.state.cancel_read.load(Ordering::Relaxed)
             && self.state.cancel_read.swap(false, Ordering::SeqCst);
@@ -248,6 +259,7 @@ impl PipeReader {
         Some(Ok(status))
     }
 
+    #[inline]
     fn result(&self, (is_completed, is_canceled): (bool, bool)) -> ReadResult<'_> {
         let len = self.last_len.expect("a read result follows a read") as usize;
         ReadResult {
@@ -263,6 +275,7 @@ impl PipeReader {
     ///
     /// Errors, leaving the pipe unchanged: no read since the last advance, `consumed > examined`,
     /// `examined` beyond the buffer, the reader completed.
+    #[inline]
     pub fn advance_to(&mut self, consumed: usize, examined: usize) -> Result<(), Error> {
         self.check_open()?;
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
@@ -282,6 +295,7 @@ impl PipeReader {
     }
 
     /// Consume the whole buffer of the last read (`advance_to(len, len)`).
+    #[inline]
     pub fn consume_all(&mut self) -> Result<(), Error> {
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)? as usize;
         self.advance_to(len, len)
@@ -309,6 +323,7 @@ impl PipeReader {
     /// assert_eq!(frames, [&b"abc"[..], &b"de"[..]]);
     /// # Ok::<(), packetpipe::Error>(())
     /// ```
+    #[inline]
     pub fn take_frame(&mut self, n: usize) -> Result<Packet, Error> {
         self.check_take(n)?;
         let spans_segments = self.queue.packets().next().is_some_and(|p| p.len() < n);
@@ -346,6 +361,7 @@ impl PipeReader {
         Ok(chain)
     }
 
+    #[inline]
     fn check_take(&self, n: usize) -> Result<(), Error> {
         self.check_open()?;
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
@@ -358,6 +374,7 @@ impl PipeReader {
         Ok(())
     }
 
+    #[inline]
     fn after_take(&mut self, n: usize) {
         self.last_len = self.last_len.map(|len| len - n as u64);
         let consumed = self.queue.consumed();
@@ -366,6 +383,7 @@ impl PipeReader {
     }
 
     /// Share a new furthest-examined position with the writer, waking it if that lifts its pause.
+    #[inline]
     fn note_examined(&mut self, position: u64) {
         if position <= self.examined_max {
             return;
@@ -421,6 +439,7 @@ impl PipeReader {
         }
     }
 
+    #[inline]
     fn check_open(&self) -> Result<(), Error> {
         if self.completed {
             return Err(Error::ReaderCompleted);
@@ -455,6 +474,7 @@ pub struct Read<'a> {
 impl<'a> Future for Read<'a> {
     type Output = Result<ReadResult<'a>, Error>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let want = self.want;
         let reader = self.reader.as_mut().expect("Read polled after completion");

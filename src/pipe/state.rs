@@ -65,17 +65,28 @@ impl PipeState {
 
     /// The writer's completion error as seen by the reader (after it saw `FAILED`).
     pub(crate) fn writer_error(&self) -> Error {
-        let source = lock(&self.writer_error).clone().expect("FAILED is set after the error");
-        Error::Peer { side: "writer", source }
+        let source = lock(&self.writer_error)
+            .clone()
+            .expect("FAILED is set after the error");
+        Error::Peer {
+            side: "writer",
+            source,
+        }
     }
 
     pub(crate) fn reader_error(&self) -> Error {
-        let source = lock(&self.reader_error).clone().expect("FAILED is set after the error");
-        Error::Peer { side: "reader", source }
+        let source = lock(&self.reader_error)
+            .clone()
+            .expect("FAILED is set after the error");
+        Error::Peer {
+            side: "reader",
+            source,
+        }
     }
 
     /// Whether a flush that has published up to `published` must wait, given whether it is
     /// already paused (hysteresis: pause at >= pause threshold, resume at < resume threshold).
+    #[inline]
     pub(crate) fn must_wait(&self, published: u64, paused: bool) -> bool {
         if self.pause_threshold == 0 {
             return false;
@@ -84,12 +95,15 @@ impl PipeState {
         if reader & DONE != 0 {
             return false;
         }
-        // A reader waiting in `read_at_least` for bytes not yet published lifts backpressure.
-        if self.reader_needs.load(Ordering::SeqCst) > published {
-            return false;
-        }
         let unexamined = published.saturating_sub(reader & COUNT);
-        unexamined >= if paused { self.resume_threshold } else { self.pause_threshold }
+        let threshold = if paused {
+            self.resume_threshold
+        } else {
+            self.pause_threshold
+        };
+        // A reader waiting in `read_at_least` for bytes not yet published lifts backpressure
+        // (checked last: it is only needed when the flush would otherwise wait).
+        unexamined >= threshold && self.reader_needs.load(Ordering::SeqCst) <= published
     }
 }
 
@@ -115,6 +129,11 @@ impl PipeCanceler {
     /// Make the pending read (or the next one) return with `is_canceled`.
     pub fn cancel_pending_read(&self) {
         self.state.cancel_read.store(true, Ordering::SeqCst);
+        // MUTANT cancel_no_wake (test-only, `--cfg packetpipe_mutant="cancel_no_wake"`): the flag
+        // is set but a reader already asleep is not woken.
+        if cfg!(packetpipe_mutant = "cancel_no_wake") {
+            return;
+        }
         self.state.reader_wait.wake();
     }
 

@@ -36,11 +36,14 @@ impl WaitCell {
             }
         }
         self.waiting.store(true, Ordering::SeqCst);
+        crate::sync::loom_seq_cst_point();
     }
 
     /// Wake the waiter, if one announced itself. Call after a SeqCst change of the state the waiter
     /// checks. Costs one SeqCst load when nobody waits.
+    #[inline]
     pub(crate) fn wake(&self) {
+        crate::sync::loom_seq_cst_point();
         if self.waiting.load(Ordering::SeqCst) && self.waiting.swap(false, Ordering::SeqCst) {
             let waker = lock(&self.waker).take();
             if let Some(waker) = waker {
@@ -50,7 +53,9 @@ impl WaitCell {
     }
 
     /// Whether a waiter has announced itself and not been woken since.
+    #[inline]
     pub(crate) fn is_waiting(&self) -> bool {
+        crate::sync::loom_seq_cst_point();
         self.waiting.load(Ordering::SeqCst)
     }
 }

@@ -22,11 +22,13 @@ pub struct FlushResult {
 
 impl FlushResult {
     /// The reader has completed: nothing written from now on will be read.
+    #[inline]
     pub fn is_completed(&self) -> bool {
         self.is_completed
     }
 
     /// The flush was cut short by [`PipeCanceler::cancel_pending_flush`]; the data stays committed.
+    #[inline]
     pub fn is_canceled(&self) -> bool {
         self.is_canceled
     }
@@ -99,6 +101,7 @@ impl PipeWriter {
     }
 
     /// Stage a packet without copying it. Empty packets are ignored.
+    #[inline]
     pub fn append(&mut self, packet: impl Into<Packet>) -> Result<(), Error> {
         self.check_open()?;
         if self.reader_done {
@@ -123,6 +126,7 @@ impl PipeWriter {
     /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"ping");
     /// # Ok::<(), packetpipe::Error>(())
     /// ```
+    #[inline]
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
         let need = size_hint.max(1);
@@ -153,6 +157,7 @@ impl PipeWriter {
 
     /// Commit `n` bytes written into the space [`buffer_mut`](Self::buffer_mut) handed out.
     /// Errors if `n` is beyond that space (nothing is committed then).
+    #[inline]
     pub fn advance(&mut self, n: usize) -> Result<(), Error> {
         self.check_open()?;
         if n > self.handed_out {
@@ -170,6 +175,7 @@ impl PipeWriter {
 
     /// Stage a copy of `data`. Each call's bytes land contiguously in one pooled buffer (a new one
     /// is rented when the current one lacks room), so a frame written at once stays one segment.
+    #[inline]
     pub fn write(&mut self, data: &[u8]) -> Result<(), Error> {
         self.check_open()?;
         if data.is_empty() {
@@ -185,6 +191,7 @@ impl PipeWriter {
     }
 
     /// Bytes staged and not yet flushed.
+    #[inline]
     pub fn unflushed_len(&self) -> usize {
         let in_buf = self.buf.as_ref().map_or(0, |b| b.len());
         self.queue.staged_bytes() as usize + in_buf
@@ -193,17 +200,20 @@ impl PipeWriter {
     /// Publish the staged bytes and, when the reader lags by the pause threshold or more, wait
     /// until it catches up below the resume threshold (or completes, or the flush is canceled).
     /// Allocates nothing; when not paused it returns at once.
+    #[inline]
     pub fn flush(&mut self) -> Flush<'_> {
         self.paused = false;
         Flush { writer: self }
     }
 
     /// [`flush`](Self::flush) for thread-based code: parks the thread while paused.
+    #[inline]
     pub fn flush_blocking(&mut self) -> Result<FlushResult, Error> {
         block_on(self.flush())
     }
 
     /// The poll form of [`flush`](Self::flush), for adapters and hand-written futures.
+    #[inline]
     pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<FlushResult, Error>> {
         self.check_open()?;
         self.publish_staged();
@@ -233,6 +243,7 @@ impl PipeWriter {
     }
 
     /// `Some(result)` when the flush can return now, `None` when it must wait.
+    #[inline]
     fn flush_status(&mut self) -> Option<Result<FlushResult, Error>> {
         let reader = self.state.reader.load(Ordering::SeqCst);
         if reader & DONE != 0 {
@@ -308,6 +319,7 @@ impl PipeWriter {
         self.reader_done
     }
 
+    #[inline]
     fn check_open(&self) -> Result<(), Error> {
         if self.completed {
             return Err(Error::WriterCompleted);
@@ -316,19 +328,23 @@ impl PipeWriter {
     }
 
     /// Stage the write buffer's written bytes as a packet; drop the buffer once full.
+    #[inline]
     fn seal_buf(&mut self) {
-        if let Some(buf) = &mut self.buf {
+        let Some(buf) = &mut self.buf else { return };
+        if bytes::BufMut::remaining_mut(buf) == 0 {
+            // Full: the buffer's own reference passes to the packet (no increment + decrement).
+            let buf = self.buf.take().expect("checked above");
+            self.handed_out = 0;
             if !buf.is_empty() {
-                let packet = buf.seal();
-                self.queue.push(packet.into());
+                self.queue.push(buf.freeze().into());
             }
-            if bytes::BufMut::remaining_mut(buf) == 0 {
-                self.buf = None;
-                self.handed_out = 0;
-            }
+        } else if !buf.is_empty() {
+            let packet = buf.seal();
+            self.queue.push(packet.into());
         }
     }
 
+    #[inline]
     fn publish_staged(&mut self) {
         // Checked first so bytes written after the reader completed are released here, not
         // published into a queue nobody reads.
@@ -344,6 +360,7 @@ impl PipeWriter {
         }
     }
 
+    #[inline]
     fn check_reader_done(&mut self) -> bool {
         if !self.reader_done && self.state.reader.load(Ordering::Acquire) & DONE != 0 {
             self.note_reader_done();
@@ -387,6 +404,7 @@ pub struct Flush<'a> {
 impl Future for Flush<'_> {
     type Output = Result<FlushResult, Error>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.writer.poll_flush(cx)
     }

@@ -77,7 +77,9 @@ impl Default for Pool {
 impl Pool {
     /// A new pool with the default settings (see [`PoolBuilder`]).
     pub fn new() -> Pool {
-        PoolBuilder::default().build().expect("default pool settings are valid")
+        PoolBuilder::default()
+            .build()
+            .expect("default pool settings are valid")
     }
 
     /// Start configuring a pool.
@@ -102,6 +104,7 @@ impl Pool {
     /// assert!(pool.rent(usize::MAX).is_err());
     /// assert_eq!(pool.rent(100).unwrap().capacity(), 128);
     /// ```
+    #[inline]
     pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
         self.rent_with_headroom(0, size)
     }
@@ -116,6 +119,7 @@ impl Pool {
     /// buf.prepend(&4u32.to_be_bytes()).unwrap();
     /// assert_eq!(&buf[..], b"\0\0\0\x04body");
     /// ```
+    #[inline]
     pub fn rent_with_headroom(&self, headroom: usize, size: usize) -> Result<PacketBuf, Error> {
         if size == 0 {
             return Err(Error::ZeroSizeRequest);
@@ -128,6 +132,7 @@ impl Pool {
         Ok(PacketBuf::from_writer(block.into_writer(headroom)))
     }
 
+    #[inline]
     fn rent_block(&self, size: usize) -> Result<FreeBlock, Error> {
         let shared = &self.handle.shared;
         match shared.config.class_of(size) {
@@ -148,6 +153,7 @@ impl Pool {
     /// let packet = pool.copy_from_slice(b"frame").unwrap();
     /// assert_eq!(&packet[..], b"frame");
     /// ```
+    #[inline]
     pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
         let mut buf = self.rent(data.len().max(1))?;
         buf.extend_from_slice(data)?;
@@ -184,6 +190,7 @@ impl Pool {
 }
 
 /// Send a block whose last reference dropped back to where it belongs.
+#[inline]
 pub(crate) fn recycle(block: FreeBlock) {
     if block.class() == UNPOOLED {
         if let Some(pool) = block.pool() {
@@ -285,7 +292,10 @@ impl PoolBuilder {
         let round = |n: usize| n.clamp(1, MAX_CLASS_LIMIT).next_power_of_two();
         let (min_class, max_class) = (round(self.min_class), round(self.max_class));
         if min_class > max_class {
-            return Err(Error::InvalidPoolConfig { min_class, max_class });
+            return Err(Error::InvalidPoolConfig {
+                min_class,
+                max_class,
+            });
         }
         let config = Config {
             min_shift: min_class.trailing_zeros(),
@@ -296,6 +306,8 @@ impl PoolBuilder {
             clear_on_return: self.clear_on_return,
         };
         let shared = Arc::new(PoolShared::new(config));
-        Ok(Pool { handle: Arc::new(Handle { shared }) })
+        Ok(Pool {
+            handle: Arc::new(Handle { shared }),
+        })
     }
 }

@@ -23,6 +23,7 @@ impl Config {
     }
 
     /// The class serving a request of `n` bytes (n >= 1), or `None` above the largest class.
+    #[inline]
     pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
         if n > 1usize << self.max_shift {
             return None;
@@ -31,6 +32,7 @@ impl Config {
         Some(shift.saturating_sub(self.min_shift) as usize)
     }
 
+    #[inline]
     pub(crate) fn class_size(&self, class: usize) -> usize {
         1usize << (class as u32 + self.min_shift)
     }
@@ -62,7 +64,11 @@ pub(crate) struct PoolShared {
 impl PoolShared {
     pub(crate) fn new(config: Config) -> PoolShared {
         let depots = (0..config.classes())
-            .map(|_| CachePadded(Mutex::new(Depot { magazines: Vec::new() })))
+            .map(|_| {
+                CachePadded(Mutex::new(Depot {
+                    magazines: Vec::new(),
+                }))
+            })
             .collect();
         PoolShared {
             config,
@@ -74,6 +80,7 @@ impl PoolShared {
         }
     }
 
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -82,7 +89,8 @@ impl PoolShared {
     pub(crate) fn take_magazine(&self, class: usize) -> Option<FreeStack> {
         let mut depot = lock(&self.depots[class]);
         let magazine = depot.magazines.pop()?;
-        self.depot_bytes.fetch_sub(magazine.bytes(), Ordering::Relaxed);
+        self.depot_bytes
+            .fetch_sub(magazine.bytes(), Ordering::Relaxed);
         Some(magazine)
     }
 
@@ -94,16 +102,25 @@ impl PoolShared {
         }
         let mut depot = lock(&self.depots[class]);
         // Checked under the lock so `close`, which drains under the same lock, cannot miss it.
-        let over = self.depot_bytes.load(Ordering::Relaxed) + magazine.bytes()
-            > self.config.max_retained_bytes;
-        if self.is_closed() || over {
+        // The bound is checked and the bytes reserved in one atomic step: each class has its own
+        // lock, so a separate load and add would let two classes pass the check together and
+        // overrun the bound.
+        let bound = self.config.max_retained_bytes;
+        let reserved = !self.is_closed()
+            && self
+                .depot_bytes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                    held.checked_add(magazine.bytes())
+                        .filter(|&total| total <= bound)
+                })
+                .is_ok();
+        if !reserved {
             drop(depot);
             let freed = magazine.len();
             bump_shared(&self.shared_counts.frees, freed as u64);
             drop(magazine);
             return freed;
         }
-        self.depot_bytes.fetch_add(magazine.bytes(), Ordering::Relaxed);
         depot.magazines.push(magazine);
         0
     }
@@ -122,7 +139,8 @@ impl PoolShared {
         for depot in self.depots.iter() {
             let magazines = std::mem::take(&mut lock(depot).magazines);
             for magazine in magazines {
-                self.depot_bytes.fetch_sub(magazine.bytes(), Ordering::Relaxed);
+                self.depot_bytes
+                    .fetch_sub(magazine.bytes(), Ordering::Relaxed);
                 freed_bytes += magazine.bytes();
                 bump_shared(&self.shared_counts.frees, magazine.len() as u64);
             }

@@ -53,8 +53,12 @@ pub(crate) struct StatsSlot {
 }
 
 /// Add to a counter that only this thread writes: a plain load and store, no locked instruction.
+#[inline]
 pub(crate) fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
 }
 
 /// Add to a counter that several threads may write.

@@ -39,14 +39,23 @@ impl ThreadCache {
             })
             .collect();
         let slot = pool.claim_slot();
-        ThreadCache { pool, slot, classes, cached_bytes: 0 }
+        ThreadCache {
+            pool,
+            slot,
+            classes,
+            cached_bytes: 0,
+        }
     }
 
+    #[inline]
     fn set_cached_bytes(&mut self, bytes: usize) {
         self.cached_bytes = bytes;
-        self.slot.cached_bytes.store(bytes as u64, Ordering::Relaxed);
+        self.slot
+            .cached_bytes
+            .store(bytes as u64, Ordering::Relaxed);
     }
 
+    #[inline]
     fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
         let mags = &mut self.classes[class];
         if mags.loaded.is_empty() {
@@ -74,6 +83,7 @@ impl ThreadCache {
         Ok(block)
     }
 
+    #[inline]
     fn recycle(&mut self, mut block: FreeBlock) {
         bump(&self.slot.returns, 1);
         if self.pool.is_closed() {
@@ -142,6 +152,7 @@ struct ThreadCaches {
 }
 
 impl ThreadCaches {
+    #[inline]
     fn get(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
         let index = match self.caches.iter().position(|c| Arc::ptr_eq(&c.pool, pool)) {
             Some(index) => index,
@@ -157,12 +168,26 @@ impl ThreadCaches {
     }
 }
 
+/// Loom builds only: when a model fails, loom drops its threads' locals while unwinding, outside
+/// the model, where touching a loom atomic panics again and aborts the whole test process (so a
+/// failing model, or a mutant's `should_panic` test, would abort instead of failing). Leak the
+/// caches in that case; a normal thread exit drops them inside the model as usual.
+#[cfg(packetpipe_loom)]
+impl Drop for ThreadCaches {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            std::mem::forget(std::mem::take(&mut self.caches));
+        }
+    }
+}
+
 thread_local! {
     static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::default());
 }
 
 /// Run `f` on this thread's cache for `pool`; `None` if thread-local storage is being torn down
 /// or already borrowed (a drop running inside the cache code).
+#[inline]
 fn with_cache<R>(pool: &Arc<PoolShared>, f: impl FnOnce(&mut ThreadCache) -> R) -> Option<R> {
     let mut f = Some(f);
     CACHES
@@ -176,35 +201,55 @@ fn with_cache<R>(pool: &Arc<PoolShared>, f: impl FnOnce(&mut ThreadCache) -> R) 
 }
 
 /// Rent a free block of `class` from this thread's cache, the depot, or the system.
+#[inline]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
     if let Some(result) = with_cache(pool, |cache| cache.rent(class)) {
         return result;
     }
     // No thread cache: go to the depot directly.
-    bump_shared(&pool.shared_counts.rents, 1);
     if let Some(mut magazine) = pool.take_magazine(class) {
         let block = magazine.pop().expect("depot magazines are never empty");
         pool.put_magazine(class, magazine);
+        bump_shared(&pool.shared_counts.rents, 1);
         return Ok(block);
     }
+    let block = FreeBlock::allocate(
+        pool.config.class_size(class),
+        class as u8,
+        Some(pool.clone()),
+    )?;
+    // Counted only once the block exists, as in `ThreadCache::rent`: a refused allocation is not
+    // a rent, and counting it would leave `outstanding` above zero for good.
+    bump_shared(&pool.shared_counts.rents, 1);
     bump_shared(&pool.shared_counts.fresh, 1);
-    FreeBlock::allocate(pool.config.class_size(class), class as u8, Some(pool.clone()))
+    Ok(block)
 }
 
 /// Take back a pooled block whose last reference was dropped.
+#[inline]
 pub(crate) fn recycle(block: FreeBlock) {
     let mut pending = Some(block);
     let _ = CACHES.try_with(|caches| {
-        let Ok(mut caches) = caches.try_borrow_mut() else { return };
+        let Ok(mut caches) = caches.try_borrow_mut() else {
+            return;
+        };
         let Some(block) = pending.take() else { return };
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
         let cache = caches.get(block.pool().expect("pooled blocks belong to a pool"));
         cache.recycle(block);
     });
-    if let Some(block) = pending {
+    if let Some(mut block) = pending {
         // No thread cache: keep the pool alive independently of the block, which may be freed.
-        let pool = block.pool().expect("pooled blocks belong to a pool").clone();
+        let pool = block
+            .pool()
+            .expect("pooled blocks belong to a pool")
+            .clone();
         bump_shared(&pool.shared_counts.returns, 1);
+        // The depot hands this block to the next renter as is: clear it here, as the cached path
+        // does in `ThreadCache::recycle`.
+        if pool.config.clear_on_return {
+            block.zero_payload();
+        }
         pool.put_block(block);
     }
 }
