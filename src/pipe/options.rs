@@ -56,7 +56,8 @@ impl PipeOptions {
     }
 
     /// A paused flush resumes once unexamined bytes drop below this. Values above the pause
-    /// threshold are treated as equal to it.
+    /// threshold are treated as equal to it; 0 is treated as 1 (resume once every flushed byte has
+    /// been examined).
     pub fn resume_threshold(mut self, bytes: usize) -> Self {
         self.resume_threshold = bytes as u64;
         self

@@ -42,7 +42,9 @@ impl PipeState {
     pub(crate) fn new(pause_threshold: u64, resume_threshold: u64) -> PipeState {
         PipeState {
             pause_threshold,
-            resume_threshold: resume_threshold.min(pause_threshold),
+            // A paused flush resumes at `< resume`; 0 would never be reached, so it means "once every
+            // flushed byte is examined".
+            resume_threshold: resume_threshold.clamp(1, pause_threshold.max(1)),
             reader: CachePadded(AtomicU64::new(0)),
             reader_needs: AtomicU64::new(0),
             cancel_read: AtomicBool::new(false),
