@@ -5,42 +5,55 @@
 //! allocates), so the tests of this binary may run in parallel without seeing each other's
 //! allocations. Each measurement runs the operation a few times first, to warm the pool's
 //! thread cache, and then counts a batch of repetitions.
+//!
+//! The same allocator can refuse large requests on one thread, to check that an allocation
+//! failure comes back as `Error::AllocationFailed` and leaves the pool's statistics untouched.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use packetpipe::{ByteSegments, OwnedPacket, Packet, PacketChain, Pool};
+use packetpipe::{ByteSegments, Error, OwnedPacket, Packet, PacketChain, Pool, PoolStats};
 
 struct CountingAlloc;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Requests of at least this many bytes fail on this thread.
+    static REFUSE_FROM: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-fn count_one() {
+/// Count an allocation; `false` if it must be refused.
+fn count_one(layout: Layout) -> bool {
     // `try_with`: the allocator may run while this thread's locals are being torn down.
     let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    REFUSE_FROM
+        .try_with(|r| layout.size() < r.get())
+        .unwrap_or(true)
 }
 
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting only
 // touches a thread-local `Cell` that never allocates.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
+        if !count_one(layout) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: forwarded from the caller, who upholds `GlobalAlloc::alloc`'s contract.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_one();
+        if !count_one(layout) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: as `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
+        count_one(layout);
         // SAFETY: as `alloc`; `ptr` was allocated by `System` through this allocator.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -58,11 +71,13 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
+/// Measured repetitions of each operation (fewer under Miri, which is slow).
+const RUNS: u64 = if cfg!(miri) { 20 } else { 200 };
+
 /// Allocations made by this thread while running `f` (after `WARM_UP` unmeasured runs) `RUNS`
 /// times.
 fn allocations_in(mut f: impl FnMut()) -> u64 {
     const WARM_UP: usize = 8;
-    const RUNS: usize = 200;
     for _ in 0..WARM_UP {
         f();
     }
@@ -87,7 +102,10 @@ fn the_counter_counts() {
     drop(v);
     let (n, _) = allocations_once(|| drop(std::hint::black_box(Box::new(5u64))));
     assert_eq!(n, 1);
-    assert_eq!(allocations_in(|| drop(std::hint::black_box(Vec::<u8>::with_capacity(64)))), 200);
+    assert_eq!(
+        allocations_in(|| drop(std::hint::black_box(Vec::<u8>::with_capacity(64)))),
+        RUNS
+    );
 }
 
 #[test]
@@ -120,7 +138,7 @@ fn rent_and_return_allocate_nothing() {
 fn over_max_requests_are_plain_allocations() {
     let pool = Pool::builder().max_class_size(4096).build().unwrap();
     let n = allocations_in(|| drop(pool.rent(5000).unwrap()));
-    assert_eq!(n, 200, "one allocation per unpooled rent");
+    assert_eq!(n, RUNS, "one allocation per unpooled rent");
 }
 
 #[test]
@@ -195,12 +213,18 @@ fn variants(pool: &Pool, data: &'static [u8]) -> Vec<(&'static str, Packet)> {
     let mut bytes_mut = BytesMut::with_capacity(data.len());
     bytes_mut.extend_from_slice(data);
     vec![
-        ("OwnedPacket", Packet::from(pool.copy_from_slice(data).unwrap())),
+        (
+            "OwnedPacket",
+            Packet::from(pool.copy_from_slice(data).unwrap()),
+        ),
         ("Bytes from Vec", Packet::from(Bytes::from(data.to_vec()))),
         ("Vec", Packet::from(data.to_vec())),
         ("Bytes from static", Packet::from(Bytes::from_static(data))),
         ("BytesMut::freeze", Packet::from(bytes_mut)),
-        ("Bytes from OwnedPacket", Packet::from(pool.copy_from_slice(data).unwrap().into_bytes())),
+        (
+            "Bytes from OwnedPacket",
+            Packet::from(pool.copy_from_slice(data).unwrap().into_bytes()),
+        ),
         ("&'static [u8]", Packet::from(data)),
     ]
 }
@@ -234,14 +258,17 @@ fn packet_slicing_allocates_nothing_for_any_variant() {
             assert_eq!(rest[0], 21);
             std::hint::black_box((head, tail, p, rest));
         });
-        assert_eq!(n, 0, "{kind}: split_to/split_off/advance/truncate/try_slice");
+        assert_eq!(
+            n, 0,
+            "{kind}: split_to/split_off/advance/truncate/try_slice"
+        );
         let n = allocations_in(|| {
             let mut p = packet.clone();
             let bytes = p.copy_to_bytes(8);
             std::hint::black_box((bytes, p));
         });
         if kind == "OwnedPacket" {
-            assert_eq!(n, 200, "{kind}: copy_to_bytes boxes the owner once");
+            assert_eq!(n, RUNS, "{kind}: copy_to_bytes boxes the owner once");
         } else {
             assert_eq!(n, 0, "{kind}: copy_to_bytes");
         }
@@ -294,7 +321,10 @@ fn chain_append_up_to_inline_capacity_allocates_nothing() {
         chain.push(Packet::from_static(b"x"));
         std::hint::black_box((head, chain));
     });
-    assert_eq!(n, 0, "split_to, push_front, find, pop_front within 4 segments");
+    assert_eq!(
+        n, 0,
+        "split_to, push_front, find, pop_front within 4 segments"
+    );
 
     // The fifth segment spills to the heap: this proves the counter sees the chain's allocations.
     let mut chain: PacketChain = segments.iter().cloned().collect();
@@ -316,7 +346,9 @@ struct Sink {
 impl std::fmt::Write for Sink {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.len += s.len();
-        self.sum = s.bytes().fold(self.sum, |acc, b| acc.wrapping_mul(31).wrapping_add(b.into()));
+        self.sum = s.bytes().fold(self.sum, |acc, b| {
+            acc.wrapping_mul(31).wrapping_add(b.into())
+        });
         Ok(())
     }
 }
@@ -355,4 +387,74 @@ fn display_helpers_stream_without_allocating() {
     let n = allocations_in(|| chain.copy_prefix_to(&mut out).unwrap());
     assert_eq!(n, 0, "copy_prefix_to");
     assert_eq!(&out[..], &bytes[..100]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Allocation failure
+
+/// Run `f` with allocations of `bytes` or more refused on this thread.
+fn refusing_from<R>(bytes: usize, f: impl FnOnce() -> R) -> R {
+    REFUSE_FROM.with(|r| r.set(bytes));
+    let result = f();
+    REFUSE_FROM.with(|r| r.set(usize::MAX));
+    result
+}
+
+#[test]
+fn refused_allocations_are_errors_and_are_not_counted() {
+    let pool = Pool::builder().max_class_size(256 << 10).build().unwrap();
+    for size in [128 << 10, 512 << 10] {
+        let err = refusing_from(64 << 10, || pool.rent(size)).unwrap_err();
+        let Error::AllocationFailed { size: refused } = err else {
+            panic!("expected AllocationFailed, got {err:?}");
+        };
+        assert!(refused > size, "{refused} includes the block header");
+        let io: std::io::Error = err.into();
+        assert_eq!(io.kind(), std::io::ErrorKind::OutOfMemory);
+        let data = vec![1; size];
+        let err = refusing_from(64 << 10, || pool.copy_from_slice(&data)).unwrap_err();
+        assert!(matches!(err, Error::AllocationFailed { .. }), "{err:?}");
+    }
+    assert_eq!(pool.stats(), PoolStats::default(), "nothing was rented");
+    // The same requests succeed once the allocator gives the memory.
+    drop((pool.rent(128 << 10).unwrap(), pool.rent(512 << 10).unwrap()));
+    let stats = pool.stats();
+    assert_eq!((stats.rents, stats.returns, stats.outstanding), (2, 2, 0));
+}
+
+/// A rent from a thread-local destructor, after the pool's thread cache is gone, takes the pool's
+/// no-cache path; a refused allocation there must not count a rent either.
+#[test]
+fn refused_allocation_without_a_thread_cache_is_not_counted() {
+    struct RentOnExit(Option<Pool>);
+    impl Drop for RentOnExit {
+        fn drop(&mut self) {
+            let pool = self.0.take().expect("a pool");
+            let err = refusing_from(64 << 10, || pool.rent(128 << 10)).unwrap_err();
+            assert!(matches!(err, Error::AllocationFailed { .. }), "{err:?}");
+            let buf = pool.rent(128 << 10).unwrap();
+            assert_eq!(buf.capacity(), 128 << 10);
+        }
+    }
+    thread_local! {
+        static ON_EXIT: RefCell<RentOnExit> = const { RefCell::new(RentOnExit(None)) };
+    }
+
+    let pool = Pool::builder().max_class_size(256 << 10).build().unwrap();
+    let worker_pool = pool.clone();
+    std::thread::spawn(move || {
+        // Registered before the pool's thread cache, so destroyed after it.
+        ON_EXIT.with(|_| {});
+        drop(worker_pool.rent(64).unwrap());
+        ON_EXIT.with(|h| h.borrow_mut().0 = Some(worker_pool));
+    })
+    .join()
+    .unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.rents, stats.returns, stats.outstanding),
+        (2, 2, 0),
+        "{stats:?}"
+    );
+    assert_eq!(stats.fresh_allocations, 2, "{stats:?}");
 }

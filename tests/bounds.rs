@@ -31,7 +31,12 @@ fn panic_message<R>(f: impl FnOnce() -> R) -> String {
 }
 
 fn out_of_range(operation: &'static str, start: usize, end: usize, len: usize) -> Error {
-    Error::OutOfRange { operation, start, end, len }
+    Error::OutOfRange {
+        operation,
+        start,
+        end,
+        len,
+    }
 }
 
 /// Every kind of `Packet`, all holding `DATA`.
@@ -40,7 +45,10 @@ fn packets(pool: &Pool) -> Vec<(&'static str, Packet)> {
     bytes_mut.extend_from_slice(DATA);
     vec![
         ("pooled", Packet::from(pool.copy_from_slice(DATA).unwrap())),
-        ("pooled via Bytes", Packet::from(pool.copy_from_slice(DATA).unwrap().into_bytes())),
+        (
+            "pooled via Bytes",
+            Packet::from(pool.copy_from_slice(DATA).unwrap().into_bytes()),
+        ),
         ("Vec", Packet::from(DATA.to_vec())),
         ("Bytes::from_static", Packet::from(Bytes::from_static(DATA))),
         ("BytesMut::freeze", Packet::from(bytes_mut)),
@@ -48,8 +56,11 @@ fn packets(pool: &Pool) -> Vec<(&'static str, Packet)> {
     ]
 }
 
-/// Out-of-range ranges over `DATA` (length 5), as bounds pairs, with the error each must give.
-fn bad_ranges() -> Vec<((Bound<usize>, Bound<usize>), Error, &'static str)> {
+/// A range as a pair of bounds.
+type Range = (Bound<usize>, Bound<usize>);
+
+/// Out-of-range ranges over `DATA` (length 5), with the error each must give and its text.
+fn bad_ranges() -> Vec<(Range, Error, &'static str)> {
     use Bound::*;
     vec![
         (
@@ -116,7 +127,10 @@ fn owned_packet_split_out_of_range() {
 
     let err = packet.try_split_to(6).unwrap_err();
     assert_eq!(err, out_of_range("split_to", 0, 6, 5));
-    assert_eq!(err.to_string(), "split_to: range 0..6 is out of bounds for length 5");
+    assert_eq!(
+        err.to_string(),
+        "split_to: range 0..6 is out of bounds for length 5"
+    );
     assert_eq!(
         panic_message(|| packet.split_to(usize::MAX)),
         "split_to: range 0..18446744073709551615 is out of bounds for length 5"
@@ -125,7 +139,10 @@ fn owned_packet_split_out_of_range() {
 
     let err = packet.try_split_off(6).unwrap_err();
     assert_eq!(err, out_of_range("split_off", 0, 6, 5));
-    assert_eq!(err.to_string(), "split_off: range 0..6 is out of bounds for length 5");
+    assert_eq!(
+        err.to_string(),
+        "split_off: range 0..6 is out of bounds for length 5"
+    );
     assert_eq!(
         panic_message(|| packet.split_off(7)),
         "split_off: range 0..7 is out of bounds for length 5"
@@ -170,7 +187,11 @@ fn packet_slice_out_of_range_for_every_variant() {
     let pool = Pool::new();
     for (kind, packet) in packets(&pool) {
         for (range, error, message) in bad_ranges() {
-            assert_eq!(packet.try_slice(range).unwrap_err(), error, "{kind} {range:?}");
+            assert_eq!(
+                packet.try_slice(range).unwrap_err(),
+                error,
+                "{kind} {range:?}"
+            );
             assert_eq!(panic_message(|| packet.slice(range)), message, "{kind}");
             assert_eq!(&packet[..], DATA, "{kind}");
         }
@@ -258,7 +279,10 @@ fn chain_split_advance_and_copy_out_of_range() {
     let mut dst = [0xee_u8; 11];
     let err = chain.copy_prefix_to(&mut dst).unwrap_err();
     assert_eq!(err, out_of_range("copy_prefix_to", 0, 11, 10));
-    assert_eq!(err.to_string(), "copy_prefix_to: range 0..11 is out of bounds for length 10");
+    assert_eq!(
+        err.to_string(),
+        "copy_prefix_to: range 0..11 is out of bounds for length 10"
+    );
     assert_eq!(dst, [0xee; 11], "nothing is copied on error");
     check_unchanged(&chain);
 
@@ -288,7 +312,11 @@ fn copy_prefix_to_out_of_range_for_single_segment_types() {
     let owned = pool.copy_from_slice(DATA).unwrap();
     assert_eq!(owned.copy_prefix_to(&mut dst).unwrap_err(), expected);
     for (kind, packet) in packets(&pool) {
-        assert_eq!(packet.copy_prefix_to(&mut dst).unwrap_err(), expected, "{kind}");
+        assert_eq!(
+            packet.copy_prefix_to(&mut dst).unwrap_err(),
+            expected,
+            "{kind}"
+        );
     }
     let mut buf = pool.rent(64).unwrap();
     buf.extend_from_slice(DATA).unwrap();
@@ -308,15 +336,36 @@ fn packet_buf_extend_and_commit_past_the_end() {
     buf.extend_from_slice(&[7; 60]).unwrap();
 
     let err = buf.extend_from_slice(b"12345").unwrap_err();
-    assert_eq!(err, Error::NoSpace { needed: 5, available: 4 });
-    assert_eq!(err.to_string(), "cannot write 5 bytes: only 4 bytes of space remain in the buffer");
+    assert_eq!(
+        err,
+        Error::NoSpace {
+            needed: 5,
+            available: 4
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot write 5 bytes: only 4 bytes of space remain in the buffer"
+    );
     assert_eq!(&buf[..], &[7; 60][..]);
     assert_eq!(buf.remaining_mut(), 4);
 
     let err = buf.commit(5).unwrap_err();
-    assert_eq!(err, Error::NoSpace { needed: 5, available: 4 });
+    assert_eq!(
+        err,
+        Error::NoSpace {
+            needed: 5,
+            available: 4
+        }
+    );
     let err = buf.commit(usize::MAX).unwrap_err();
-    assert_eq!(err, Error::NoSpace { needed: usize::MAX, available: 4 });
+    assert_eq!(
+        err,
+        Error::NoSpace {
+            needed: usize::MAX,
+            available: 4
+        }
+    );
     assert_eq!(
         err.to_string(),
         "cannot write 18446744073709551615 bytes: only 4 bytes of space remain in the buffer"
@@ -343,12 +392,24 @@ fn packet_buf_extend_and_commit_past_the_end() {
     buf.commit(0).unwrap();
     buf.extend_from_slice(b"").unwrap();
     let err = buf.extend_from_slice(b"x").unwrap_err();
-    assert_eq!(err, Error::NoSpace { needed: 1, available: 0 });
+    assert_eq!(
+        err,
+        Error::NoSpace {
+            needed: 1,
+            available: 0
+        }
+    );
     let packet = buf.seal();
     assert_eq!(&packet[56..], b"\x07\x07\x07\x07abcd");
     assert_eq!(packet.len(), 64);
     let err = buf.extend_from_slice(b"x").unwrap_err();
-    assert_eq!(err, Error::NoSpace { needed: 1, available: 0 });
+    assert_eq!(
+        err,
+        Error::NoSpace {
+            needed: 1,
+            available: 0
+        }
+    );
     assert!(buf.seal().is_empty());
 }
 
@@ -358,8 +419,17 @@ fn packet_buf_prepend_past_the_headroom() {
     let mut buf = pool.rent(16).unwrap();
     buf.extend_from_slice(b"body").unwrap();
     let err = buf.prepend(b"h").unwrap_err();
-    assert_eq!(err, Error::NoHeadroom { needed: 1, available: 0 });
-    assert_eq!(err.to_string(), "cannot prepend 1 bytes: only 0 bytes of headroom are available");
+    assert_eq!(
+        err,
+        Error::NoHeadroom {
+            needed: 1,
+            available: 0
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot prepend 1 bytes: only 0 bytes of headroom are available"
+    );
     assert_eq!(&buf[..], b"body");
     buf.prepend(b"").unwrap();
 
@@ -367,13 +437,25 @@ fn packet_buf_prepend_past_the_headroom() {
     assert_eq!(buf.headroom(), 4);
     buf.extend_from_slice(b"body").unwrap();
     let err = buf.prepend(b"12345").unwrap_err();
-    assert_eq!(err, Error::NoHeadroom { needed: 5, available: 4 });
+    assert_eq!(
+        err,
+        Error::NoHeadroom {
+            needed: 5,
+            available: 4
+        }
+    );
     assert_eq!(&buf[..], b"body");
     assert_eq!(buf.headroom(), 4);
     buf.prepend(b"23").unwrap();
     assert_eq!(buf.headroom(), 2);
     let err = buf.prepend(b"012").unwrap_err();
-    assert_eq!(err, Error::NoHeadroom { needed: 3, available: 2 });
+    assert_eq!(
+        err,
+        Error::NoHeadroom {
+            needed: 3,
+            available: 2
+        }
+    );
     buf.prepend(b"01").unwrap();
     assert_eq!(&buf[..], b"0123body");
     assert_eq!(buf.headroom(), 0);
@@ -384,9 +466,19 @@ fn packet_buf_prepend_past_the_headroom() {
     assert_eq!(buf.headroom(), 0);
     buf.extend_from_slice(b"more").unwrap();
     let err = buf.prepend(b"x").unwrap_err();
-    assert_eq!(err, Error::NoHeadroom { needed: 1, available: 0 });
+    assert_eq!(
+        err,
+        Error::NoHeadroom {
+            needed: 1,
+            available: 0
+        }
+    );
     assert_eq!(&buf[..], b"more");
-    assert_eq!(&packet[..], b"0123body", "a failed prepend never touches sealed bytes");
+    assert_eq!(
+        &packet[..],
+        b"0123body",
+        "a failed prepend never touches sealed bytes"
+    );
 }
 
 #[test]
@@ -400,7 +492,10 @@ fn owned_packet_prepend_needs_headroom_and_sole_ownership() {
     assert_eq!(packet.headroom(), 2);
     let err = packet.prepend(b"x").unwrap_err();
     assert_eq!(err, Error::SharedBlock { references: 2 });
-    assert_eq!(err.to_string(), "cannot change the block in place: it is shared by 2 references");
+    assert_eq!(
+        err.to_string(),
+        "cannot change the block in place: it is shared by 2 references"
+    );
     assert!(packet.get_mut().is_none());
     drop(buf);
 
@@ -412,8 +507,17 @@ fn owned_packet_prepend_needs_headroom_and_sole_ownership() {
     drop(clones);
 
     let err = packet.prepend(b"abc").unwrap_err();
-    assert_eq!(err, Error::NoHeadroom { needed: 3, available: 2 });
-    assert_eq!(err.to_string(), "cannot prepend 3 bytes: only 2 bytes of headroom are available");
+    assert_eq!(
+        err,
+        Error::NoHeadroom {
+            needed: 3,
+            available: 2
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot prepend 3 bytes: only 2 bytes of headroom are available"
+    );
     assert_eq!(&packet[..], b"payload");
     assert_eq!(packet.headroom(), 2);
 
@@ -421,7 +525,13 @@ fn owned_packet_prepend_needs_headroom_and_sole_ownership() {
     assert_eq!(&packet[..], b"\x00\x07payload");
     assert_eq!(packet.headroom(), 0);
     let err = packet.prepend(b"x").unwrap_err();
-    assert_eq!(err, Error::NoHeadroom { needed: 1, available: 0 });
+    assert_eq!(
+        err,
+        Error::NoHeadroom {
+            needed: 1,
+            available: 0
+        }
+    );
 
     // Headroom of a slice is the distance from the block's start.
     let mut tail = packet.split_off(4);
@@ -438,7 +548,10 @@ fn rent_errors_are_errors_not_aborts() {
     let pool = Pool::new();
     let err = pool.rent(0).unwrap_err();
     assert_eq!(err, Error::ZeroSizeRequest);
-    assert_eq!(err.to_string(), "cannot rent a buffer of 0 bytes: the size must be at least 1");
+    assert_eq!(
+        err.to_string(),
+        "cannot rent a buffer of 0 bytes: the size must be at least 1"
+    );
     let err = pool.rent_with_headroom(16, 0).unwrap_err();
     assert_eq!(err, Error::ZeroSizeRequest);
 
@@ -462,7 +575,11 @@ fn rent_errors_are_errors_not_aborts() {
         assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
     }
     let stats = pool.stats();
-    assert_eq!((stats.rents, stats.outstanding), (0, 0), "failed rents are not counted");
+    assert_eq!(
+        (stats.rents, stats.outstanding),
+        (0, 0),
+        "failed rents are not counted"
+    );
 }
 
 #[test]
@@ -472,11 +589,24 @@ fn error_conversions_and_pool_config_errors() {
     assert_eq!(io.to_string(), "the system allocator refused 42 bytes");
     let io: std::io::Error = out_of_range("slice", 1, 2, 0).into();
     assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
-    let inner = io.get_ref().and_then(|e| e.downcast_ref::<Error>()).cloned();
+    let inner = io
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<Error>())
+        .cloned();
     assert_eq!(inner, Some(out_of_range("slice", 1, 2, 0)));
 
-    let err = Pool::builder().min_class_size(3000).max_class_size(64).build().unwrap_err();
-    assert_eq!(err, Error::InvalidPoolConfig { min_class: 4096, max_class: 64 });
+    let err = Pool::builder()
+        .min_class_size(3000)
+        .max_class_size(64)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::InvalidPoolConfig {
+            min_class: 4096,
+            max_class: 64
+        }
+    );
     assert_eq!(
         err.to_string(),
         "invalid pool configuration: smallest class 4096 bytes is larger than largest class 64 bytes"
@@ -494,10 +624,16 @@ fn owned_packet_from_try_forms_is_unchanged_and_usable() {
     let packet: OwnedPacket = buf.freeze();
     drop(skipped);
     assert_eq!(packet.headroom(), 4);
-    assert_eq!(packet.try_slice(0..6).unwrap_err(), out_of_range("slice", 0, 6, 5));
+    assert_eq!(
+        packet.try_slice(0..6).unwrap_err(),
+        out_of_range("slice", 0, 6, 5)
+    );
     let middle = packet.try_slice(1..4).unwrap();
     assert_eq!(&middle[..], b"ell");
     assert_eq!(middle.headroom(), 5);
-    assert_eq!(middle.try_slice(..4).unwrap_err(), out_of_range("slice", 0, 4, 3));
+    assert_eq!(
+        middle.try_slice(..4).unwrap_err(),
+        out_of_range("slice", 0, 4, 3)
+    );
     assert_eq!(&middle.slice(..3)[..], b"ell");
 }

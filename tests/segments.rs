@@ -47,7 +47,10 @@ fn all_chunkings(bytes: &[u8]) -> impl Iterator<Item = Vec<Vec<u8>>> + '_ {
     let gaps = bytes.len().saturating_sub(1);
     assert!(gaps < 16, "too many chunkings");
     (0u32..1 << gaps).map(move |mask| {
-        let cuts: Vec<usize> = (0..gaps).filter(|i| mask & (1 << i) != 0).map(|i| i + 1).collect();
+        let cuts: Vec<usize> = (0..gaps)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| i + 1)
+            .collect();
         chunk(bytes, &cuts)
     })
 }
@@ -68,7 +71,10 @@ fn two_byte_char_split_across_two_segments() {
     let chunks = vec![b"caf\xc3".to_vec(), b"\xa9!".to_vec()];
     assert_eq!(display(&chunks), "café!");
     let pool = Pool::new();
-    assert_eq!(chain_of(&pool, &chunks).display_lossy().to_string(), "café!");
+    assert_eq!(
+        chain_of(&pool, &chunks).display_lossy().to_string(),
+        "café!"
+    );
 }
 
 #[test]
@@ -79,7 +85,13 @@ fn three_byte_char_split_across_two_and_three_segments() {
         vec![euro[..1].to_vec(), euro[1..].to_vec()],
         vec![euro[..2].to_vec(), euro[2..].to_vec()],
         vec![euro[..1].to_vec(), euro[1..2].to_vec(), euro[2..].to_vec()],
-        vec![b"1".to_vec(), euro[..1].to_vec(), vec![], euro[1..2].to_vec(), euro[2..].to_vec()],
+        vec![
+            b"1".to_vec(),
+            euro[..1].to_vec(),
+            vec![],
+            euro[1..2].to_vec(),
+            euro[2..].to_vec(),
+        ],
     ] {
         let expected = lossy(&chunks.concat());
         assert!(expected.ends_with('€'), "{expected}");
@@ -93,9 +105,18 @@ fn four_byte_char_split_across_two_three_and_four_segments() {
     let pool = Pool::new();
     for chunks in all_chunkings(emoji) {
         assert_eq!(display(&chunks), "😀", "{chunks:?}");
-        assert_eq!(chain_of(&pool, &chunks).display_lossy().to_string(), "😀", "{chunks:?}");
+        assert_eq!(
+            chain_of(&pool, &chunks).display_lossy().to_string(),
+            "😀",
+            "{chunks:?}"
+        );
     }
-    let chunks = vec![b"<".to_vec(), emoji[..1].to_vec(), emoji[1..].to_vec(), b">".to_vec()];
+    let chunks = vec![
+        b"<".to_vec(),
+        emoji[..1].to_vec(),
+        emoji[1..].to_vec(),
+        b">".to_vec(),
+    ];
     assert_eq!(display(&chunks), "<😀>");
     // Four one-byte segments, each 2 chars after the last: no carry leaks into the next char.
     let mut chunks: Vec<Vec<u8>> = emoji.iter().map(|&b| vec![b]).collect();
@@ -134,8 +155,8 @@ fn invalid_sequences_in_every_chunking() {
         b"\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac",
         b"\xc3\xa9\x80\xc3\xa9",
         b"\xf0\x9f\xf0\x9f\x98\x80\x80",
-        b"\xed\x9f\xbf\xed\xa0",     // U+D7FF, then truncated surrogate
-        b"\xe0\xa0\x80\xe0\xa0",     // U+0800, then truncated at the end
+        b"\xed\x9f\xbf\xed\xa0", // U+D7FF, then truncated surrogate
+        b"\xe0\xa0\x80\xe0\xa0", // U+0800, then truncated at the end
     ];
     for &bytes in cases {
         let expected = lossy(bytes);
@@ -148,7 +169,11 @@ fn invalid_sequences_in_every_chunking() {
             with_empties.push(vec![*b]);
             with_empties.push(vec![]);
         }
-        assert_eq!(display(&with_empties), expected, "{bytes:x?} with empty segments");
+        assert_eq!(
+            display(&with_empties),
+            expected,
+            "{bytes:x?} with empty segments"
+        );
     }
     assert_eq!(display(&[]), "");
     assert_eq!(display(&[vec![], vec![]]), "");
@@ -160,8 +185,17 @@ fn display_lossy_for_single_segment_types() {
     let bytes = b"ok \xe2\x82 \xf0\x9f\x98\x80 \xff";
     let expected = lossy(bytes);
     assert_eq!(bytes[..].display_lossy().to_string(), expected);
-    assert_eq!(pool.copy_from_slice(bytes).unwrap().display_lossy().to_string(), expected);
-    assert_eq!(Packet::from(&bytes[..]).display_lossy().to_string(), expected);
+    assert_eq!(
+        pool.copy_from_slice(bytes)
+            .unwrap()
+            .display_lossy()
+            .to_string(),
+        expected
+    );
+    assert_eq!(
+        Packet::from(&bytes[..]).display_lossy().to_string(),
+        expected
+    );
     let mut buf = pool.rent(64).unwrap();
     buf.extend_from_slice(bytes).unwrap();
     assert_eq!(buf.display_lossy().to_string(), expected);
@@ -171,15 +205,20 @@ fn display_lossy_for_single_segment_types() {
 fn text_like() -> impl Strategy<Value = Vec<u8>> {
     let chars = prop_oneof![
         4 => any::<char>(),
-        2 => prop::sample::select(vec!['a', ' ', 'é', 'ß', '€', '\u{7ff}', '\u{800}', '\u{ffff}', '😀', '\u{10000}', '\u{10ffff}']),
+        2 => prop::sample::select(vec![
+            'a', ' ', 'é', 'ß', '€', '\u{7ff}', '\u{800}', '\u{ffff}', '😀', '\u{10000}', '\u{10ffff}'
+        ]),
     ];
     let text = prop::collection::vec(chars, 0..40)
         .prop_map(|cs| cs.into_iter().collect::<String>().into_bytes());
     let odd_byte = prop::sample::select(vec![
-        0x80u8, 0x8f, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4,
-        0xf5, 0xff,
+        0x80u8, 0x8f, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5,
+        0xff,
     ]);
-    let corrupted = (text.clone(), prop::collection::vec((any::<Index>(), odd_byte.clone(), any::<bool>()), 1..6))
+    let corrupted = (
+        text.clone(),
+        prop::collection::vec((any::<Index>(), odd_byte.clone(), any::<bool>()), 1..6),
+    )
         .prop_map(|(mut bytes, edits)| {
             for (at, byte, insert) in edits {
                 let i = at.index(bytes.len() + 1);
@@ -207,8 +246,17 @@ fn chunked(bytes: impl Strategy<Value = Vec<u8>>) -> impl Strategy<Value = (Vec<
     })
 }
 
+/// A small alphabet, so that patterns match often and partially.
+fn abc() -> impl Strategy<Value = u8> {
+    prop::sample::select(vec![b'a', b'b', b'c'])
+}
+
+/// Cases per property: `PROPTEST_CASES`, or 1024.
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1024).max(256)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1024)
 }
 
 proptest! {
@@ -226,8 +274,8 @@ proptest! {
 
     #[test]
     fn find_matches_naive_search(
-        (bytes, cuts) in chunked(prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'c']), 0..48)),
-        pattern in prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'c']), 0..6),
+        (bytes, cuts) in chunked(prop::collection::vec(abc(), 0..48)),
+        pattern in prop::collection::vec(abc(), 0..6),
     ) {
         let expected = naive_find(&bytes, &pattern);
         let chunks = chunk(&bytes, &cuts);
@@ -280,7 +328,14 @@ fn naive_find(haystack: &[u8], pattern: &[u8]) -> Option<usize> {
 #[test]
 fn find_across_boundaries() {
     let pool = Pool::new();
-    let chain = chain_of(&pool, &[b"GET / HT".to_vec(), b"TP/1.1\r".to_vec(), b"\n\r\n".to_vec()]);
+    let chain = chain_of(
+        &pool,
+        &[
+            b"GET / HT".to_vec(),
+            b"TP/1.1\r".to_vec(),
+            b"\n\r\n".to_vec(),
+        ],
+    );
     assert_eq!(chain.find(b"HTTP"), Some(6));
     assert_eq!(chain.find(b"\r\n\r\n"), Some(14));
     assert_eq!(chain.find(b"\r\n"), Some(14));
@@ -292,12 +347,23 @@ fn find_across_boundaries() {
     assert_eq!(PacketChain::new().find(b""), Some(0));
     assert_eq!(PacketChain::new().find(b"x"), None);
     // A false start at a boundary must not hide a later match.
-    let chunks = Chunks(vec![b"aa".to_vec(), vec![], b"ab".to_vec(), b"a".to_vec(), b"abb".to_vec()]);
+    let chunks = Chunks(vec![
+        b"aa".to_vec(),
+        vec![],
+        b"ab".to_vec(),
+        b"a".to_vec(),
+        b"abb".to_vec(),
+    ]);
     assert_eq!(chunks.find(b"aab"), Some(1));
     assert_eq!(chunks.find(b"baa"), Some(3));
     assert_eq!(chunks.find(b"aabb"), Some(4));
     // A pattern spanning three segments.
-    let chunks = Chunks(vec![b"xx1".to_vec(), b"2".to_vec(), b"3".to_vec(), b"4yy".to_vec()]);
+    let chunks = Chunks(vec![
+        b"xx1".to_vec(),
+        b"2".to_vec(),
+        b"3".to_vec(),
+        b"4yy".to_vec(),
+    ]);
     assert_eq!(chunks.find(b"1234"), Some(2));
 }
 
@@ -318,7 +384,13 @@ fn reference_hex_dump(bytes: &[u8], limit: usize) -> String {
         }
         let ascii: String = line
             .iter()
-            .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' })
+            .map(|&b| {
+                if (0x20..0x7f).contains(&b) {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
             .collect();
         out.push_str(&format!("{:08x} {hex:<49}  |{ascii}|\n", n * 16));
     }
@@ -344,7 +416,14 @@ fn hex_dump_format() {
         "00000000  48 69 7e 7f ff                                    |Hi~..|\n"
     );
     let pool = Pool::new();
-    let chain = chain_of(&pool, &[data[..5].to_vec(), data[5..20].to_vec(), data[20..].to_vec()]);
+    let chain = chain_of(
+        &pool,
+        &[
+            data[..5].to_vec(),
+            data[5..20].to_vec(),
+            data[20..].to_vec(),
+        ],
+    );
     assert_eq!(
         chain.hex_dump(20).to_string(),
         "00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|\n\
@@ -355,7 +434,10 @@ fn hex_dump_format() {
         chain.hex_dump(usize::MAX).to_string(),
         reference_hex_dump(&data, usize::MAX)
     );
-    assert!(chain.hex_dump(41).to_string().ends_with("00000020  20 21 22 23 24 25 26 27  28                       | !\"#$%&'(|\n"));
+    assert!(chain
+        .hex_dump(41)
+        .to_string()
+        .ends_with("00000020  20 21 22 23 24 25 26 27  28                       | !\"#$%&'(|\n"));
 }
 
 #[test]
@@ -366,14 +448,21 @@ fn hex_dump_limit() {
         data.hex_dump(3).to_string(),
         "00000000  30 31 32                                          |012|\n... 16 more bytes\n"
     );
-    assert_eq!(data.hex_dump(19).to_string(), data.hex_dump(1000).to_string());
+    assert_eq!(
+        data.hex_dump(19).to_string(),
+        data.hex_dump(1000).to_string()
+    );
     assert!(!data.hex_dump(19).to_string().contains("more bytes"));
     assert_eq!(b"".hex_dump(0).to_string(), "");
     assert_eq!(b"".hex_dump(16).to_string(), "");
     // Exactly one full line at the limit, then the count.
     assert_eq!(data.hex_dump(16).to_string().lines().count(), 2);
     for limit in 0..=25 {
-        assert_eq!(data.hex_dump(limit).to_string(), reference_hex_dump(data, limit), "{limit}");
+        assert_eq!(
+            data.hex_dump(limit).to_string(),
+            reference_hex_dump(data, limit),
+            "{limit}"
+        );
     }
 }
 

@@ -1,0 +1,700 @@
+//! The buffer pool: cross-thread steady state, plain allocations above the largest class, request
+//! errors, trimming, the retained-bytes bound, clear-on-return, blocks outliving their pool, and
+//! statistics that stay exact after threads exit.
+//!
+//! Statistics are read after the threads that wrote them were joined (or signalled through a
+//! channel), so every figure is exact and asserted with `assert_eq!`.
+
+use std::cell::RefCell;
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use bytes::BufMut;
+use packetpipe::{Error, OwnedPacket, PacketBuf, Pool, PoolStats};
+
+/// Rent/drop pairs of the cross-thread tests (Miri runs a shorter version).
+const PAIRS: u64 = if cfg!(miri) { 300 } else { 100_000 };
+const WARM_UP: u64 = PAIRS / 10;
+
+/// Every block rented was returned exactly once (a double return would make `returns > rents`,
+/// which `outstanding`, a saturating difference, would hide).
+#[track_caller]
+fn assert_all_returned(stats: PoolStats) {
+    assert_eq!(stats.rents, stats.returns, "{stats:?}");
+    assert_eq!(stats.outstanding, 0, "{stats:?}");
+}
+
+/// After `trim` on a pool no live thread caches for: nothing retained, every allocation freed.
+#[track_caller]
+fn assert_trimmed(pool: &Pool) {
+    pool.trim();
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    assert_eq!(stats.retained_bytes, 0, "{stats:?}");
+    assert_eq!(
+        stats.frees,
+        stats.fresh_allocations + stats.unpooled_allocations,
+        "{stats:?}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cross-thread steady state
+
+/// In-flight capacity of the channel between the renting and the dropping thread.
+const CHANNEL: usize = 16;
+
+/// Rent on thread A, drop on thread B, `total` times, the packets going through a bounded channel.
+///
+/// If `burst` is non-zero, A first rents `burst` blocks at once and sends them all, so the pool
+/// owns at least `burst` blocks before the loop starts.
+///
+/// Returns the fresh allocations counted after `warm_up` iterations of the loop (read by A, the
+/// only thread that allocates) and at the end.
+fn rent_here_drop_there(
+    pool: &Pool,
+    size: usize,
+    burst: usize,
+    total: u64,
+    warm_up: u64,
+) -> (u64, u64) {
+    let (tx, rx) = mpsc::sync_channel::<OwnedPacket>(CHANNEL);
+    let dropper = thread::spawn(move || {
+        let mut count = 0u64;
+        for packet in rx {
+            if !packet.is_empty() {
+                assert_eq!(u64::from_le_bytes(packet[..8].try_into().unwrap()), count);
+                count += 1;
+            }
+        }
+        count
+    });
+    let renter = thread::spawn({
+        let pool = pool.clone();
+        move || {
+            let burst: Vec<OwnedPacket> = (0..burst)
+                .map(|_| pool.rent(size).unwrap().freeze())
+                .collect();
+            for packet in burst {
+                tx.send(packet).unwrap();
+            }
+            let mut after_warm_up = 0;
+            for i in 0..total {
+                if i == warm_up {
+                    after_warm_up = pool.stats().fresh_allocations;
+                }
+                let mut buf = pool.rent(size).unwrap();
+                buf.put_u64_le(i);
+                tx.send(buf.freeze()).unwrap();
+            }
+            after_warm_up
+        }
+    });
+    let after_warm_up = renter.join().unwrap();
+    assert_eq!(dropper.join().unwrap(), total);
+    (after_warm_up, pool.stats().fresh_allocations)
+}
+
+/// Blocks per thread-cache magazine of the default pool for a class.
+fn magazine(class: usize) -> usize {
+    (256 * 1024 / class).clamp(1, 32)
+}
+
+/// After the pool owns more blocks than can ever be away from the renting thread (the dropping
+/// thread's cache, two magazines, plus one being spilled, plus the channel and one block in each
+/// thread's hand), the renter always finds a block in its cache or the depot: no fresh
+/// allocation, ever, over 100,000 cross-thread rent/drop pairs.
+#[test]
+fn rent_on_one_thread_drop_on_another_stops_allocating() {
+    for size in [64, 4096, 64 * 1024] {
+        let pool = Pool::new();
+        let class = pool.class_size_for(size).unwrap();
+        let burst = 3 * magazine(class) + CHANNEL + 2 + 16;
+        let (after_warm_up, at_end) = rent_here_drop_there(&pool, size, burst, PAIRS, 0);
+        assert!(after_warm_up >= burst as u64);
+        assert_eq!(
+            after_warm_up, at_end,
+            "{size} B: fresh allocations grew after warm-up: {after_warm_up} -> {at_end}"
+        );
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(stats.rents, PAIRS + burst as u64);
+        // Both threads exited: every block sits in the depot (nothing was over the bound).
+        assert_eq!(stats.frees, 0, "{stats:?}");
+        assert_eq!(
+            stats.retained_bytes,
+            stats.fresh_allocations * class as u64,
+            "{stats:?}"
+        );
+        assert_trimmed(&pool);
+    }
+}
+
+/// Without a burst, the pool grows on demand while the dropping thread's cache fills, up to the
+/// same bound, and then stops. (It can still take one more block late in the run: reaching the
+/// bound needs the renter to run dry exactly when the dropper's cache is at its fullest.)
+#[test]
+fn rent_on_one_thread_drop_on_another_allocates_a_bounded_number_of_blocks() {
+    for size in [64, 4096, 64 * 1024] {
+        let pool = Pool::new();
+        let class = pool.class_size_for(size).unwrap();
+        let bound = (3 * magazine(class) + CHANNEL + 2) as u64;
+        let (after_warm_up, at_end) = rent_here_drop_there(&pool, size, 0, PAIRS, WARM_UP);
+        assert!(after_warm_up <= at_end);
+        assert!(
+            at_end <= bound,
+            "{size} B: {at_end} fresh allocations, bound {bound}"
+        );
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(stats.rents, PAIRS);
+        assert_trimmed(&pool);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Requests above the largest class, and requests no allocation can serve
+
+#[test]
+fn over_max_requests_are_plain_allocations_and_not_retained() {
+    let pool = Pool::builder().max_class_size(4096).build().unwrap();
+    assert_eq!(pool.max_class_size(), 4096);
+    assert_eq!(pool.class_size_for(4096), Some(4096));
+    assert_eq!(pool.class_size_for(4097), None);
+
+    for round in 1..=3u64 {
+        let mut held = Vec::new();
+        for size in [4097, 5000, 1 << 20] {
+            let mut buf = pool.rent(size).unwrap();
+            assert!(buf.capacity() >= size);
+            buf.extend_from_slice(&[round as u8; 4097]).unwrap();
+            held.push(buf.freeze());
+        }
+        // Headroom counts toward the size: 4000 + 100 is over the largest class.
+        let mut buf = pool.rent_with_headroom(100, 4000).unwrap();
+        assert_eq!(buf.headroom(), 100);
+        buf.extend_from_slice(&[1; 4000]).unwrap();
+        buf.prepend(&[2; 100]).unwrap();
+        held.push(buf.freeze());
+
+        let stats = pool.stats();
+        assert_eq!(stats.unpooled_allocations, 4 * round, "{stats:?}");
+        assert_eq!(stats.fresh_allocations, 0, "{stats:?}");
+        assert_eq!(stats.outstanding, 4, "{stats:?}");
+        assert!(held[0].iter().all(|&b| b == round as u8));
+        drop(held);
+
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(
+            stats.retained_bytes, 0,
+            "unpooled blocks are never retained: {stats:?}"
+        );
+        assert_eq!(
+            stats.frees,
+            4 * round,
+            "every unpooled block is freed: {stats:?}"
+        );
+    }
+
+    // Dropped on another thread: still freed, not cached there.
+    let packet = pool.copy_from_slice(&[9; 10_000]).unwrap();
+    thread::spawn(move || drop(packet)).join().unwrap();
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    assert_eq!(
+        (
+            stats.unpooled_allocations,
+            stats.frees,
+            stats.retained_bytes
+        ),
+        (13, 13, 0)
+    );
+}
+
+#[test]
+fn zero_and_impossible_sizes_are_errors_not_aborts() {
+    let pool = Pool::new();
+    let err = pool.rent(0).unwrap_err();
+    assert_eq!(err, Error::ZeroSizeRequest);
+    assert_eq!(
+        err.to_string(),
+        "cannot rent a buffer of 0 bytes: the size must be at least 1"
+    );
+
+    let err = pool.rent(usize::MAX).unwrap_err();
+    let Error::RequestTooLarge {
+        requested: usize::MAX,
+        limit,
+    } = err
+    else {
+        panic!("expected RequestTooLarge, got {err:?}");
+    };
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot rent a buffer of {} bytes: the largest possible request is {limit} bytes",
+            usize::MAX
+        )
+    );
+    // Just above the limit, and the sum of headroom and size overflowing.
+    for err in [
+        pool.rent(limit + 1).unwrap_err(),
+        pool.rent(isize::MAX as usize).unwrap_err(),
+        pool.rent_with_headroom(usize::MAX, 1).unwrap_err(),
+        pool.rent_with_headroom(limit, limit).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, Error::RequestTooLarge { limit: l, .. } if l == limit),
+            "{err:?}"
+        );
+    }
+
+    // Representable but far beyond any machine: the allocator refuses, which is an error too.
+    // (Miri stops the program on such a request instead of failing it.)
+    let huge: &[usize] = if cfg!(miri) { &[] } else { &[1 << 60, limit] };
+    for &size in huge {
+        match pool.rent(size).unwrap_err() {
+            Error::AllocationFailed { size: refused } => {
+                assert!(
+                    refused > size,
+                    "the refused size includes the header: {refused}"
+                );
+                let err = Error::AllocationFailed { size: refused };
+                assert_eq!(
+                    err.to_string(),
+                    format!("the system allocator refused {refused} bytes")
+                );
+            }
+            Error::RequestTooLarge { requested, .. } => assert_eq!(requested, size),
+            other => panic!("unexpected error for {size} bytes: {other:?}"),
+        }
+    }
+    let err = pool.copy_from_slice(b"").map(|p| p.len());
+    assert_eq!(err, Ok(0), "copying an empty slice gives an empty packet");
+
+    // No failed request was counted, and the pool still works.
+    let stats = pool.stats();
+    assert_eq!(
+        (
+            stats.rents,
+            stats.unpooled_allocations,
+            stats.fresh_allocations
+        ),
+        (1, 0, 1)
+    );
+    assert_eq!(&pool.copy_from_slice(b"fine").unwrap()[..], b"fine");
+    assert_all_returned(pool.stats());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Trim and the retained-bytes bound
+
+#[test]
+fn trim_frees_the_depot_and_this_threads_cache() {
+    let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+    let held: Vec<PacketBuf> = [64, 100, 4096, 5000, 65536]
+        .iter()
+        .flat_map(|&size| (0..10).map(move |_| size))
+        .map(|size| pool.rent(size).unwrap())
+        .collect();
+    let expected: u64 = held.iter().map(|b| b.capacity() as u64).sum();
+    drop(held);
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    assert_eq!(stats.retained_bytes, expected, "{stats:?}");
+
+    // Some blocks returned on another thread, which exits: its cache goes to the depot.
+    let packets: Vec<OwnedPacket> = (0..10)
+        .map(|_| pool.copy_from_slice(&[1; 3000]).unwrap())
+        .collect();
+    thread::spawn(move || drop(packets)).join().unwrap();
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    assert_eq!(
+        stats.retained_bytes, expected,
+        "the rents reused cached blocks: {stats:?}"
+    );
+
+    let freed = pool.trim();
+    assert_eq!(freed as u64, expected);
+    let stats = pool.stats();
+    assert_eq!(stats.retained_bytes, 0, "{stats:?}");
+    assert_eq!(stats.frees, stats.fresh_allocations, "{stats:?}");
+    assert_eq!(pool.trim(), 0);
+
+    // The pool works after a trim, with fresh blocks.
+    let before = pool.stats().fresh_allocations;
+    drop(pool.rent(64).unwrap());
+    assert_eq!(pool.stats().fresh_allocations, before + 1);
+    assert_trimmed(&pool);
+}
+
+#[test]
+fn max_retained_bytes_bounds_the_depot() {
+    const BOUND: usize = 16 * 1024;
+    let pool = Pool::builder()
+        .min_class_size(1024)
+        .max_class_size(1024)
+        .thread_cache_depth(4)
+        .max_retained_bytes(BOUND)
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let before = pool.stats();
+        assert_eq!(
+            before.retained_bytes,
+            if round == 0 { 0 } else { BOUND as u64 }
+        );
+        let packets: Vec<OwnedPacket> = (0..100)
+            .map(|_| pool.copy_from_slice(&[7; 1000]).unwrap())
+            .collect();
+        // Every retained block was reused before any fresh allocation.
+        let stats = pool.stats();
+        assert_eq!(
+            stats.fresh_allocations - before.fresh_allocations,
+            100 - before.retained_bytes / 1024
+        );
+        assert_eq!(stats.retained_bytes, 0);
+        thread::spawn(move || drop(packets)).join().unwrap();
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(
+            stats.retained_bytes, BOUND as u64,
+            "the depot keeps up to its bound: {stats:?}"
+        );
+        assert_eq!(
+            stats.frees + stats.retained_bytes / 1024,
+            stats.fresh_allocations,
+            "{stats:?}"
+        );
+    }
+    assert_trimmed(&pool);
+}
+
+/// Threads returning blocks of different classes at the same moment must not together push the
+/// depot over its bound.
+#[test]
+fn max_retained_bytes_holds_under_concurrent_returns() {
+    const THREADS: usize = 3;
+    const MAGAZINE: usize = 4096;
+    let pool = Pool::builder()
+        .min_class_size(1024)
+        .max_class_size(4096)
+        .thread_cache_depth(64)
+        .thread_cache_bytes(MAGAZINE)
+        .max_retained_bytes(MAGAZINE)
+        .build()
+        .unwrap();
+    let rounds = if cfg!(miri) { 3 } else { 300 };
+    for round in 0..rounds {
+        // Thread t gets blocks of class 1024 << t: 12 magazines' worth.
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let size = 1024 << t;
+                let blocks: Vec<PacketBuf> = (0..12 * MAGAZINE / size)
+                    .map(|_| pool.rent(size).unwrap())
+                    .collect();
+                let barrier = barrier.clone();
+                thread::spawn(move || {
+                    barrier.wait();
+                    drop(blocks);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert!(
+            stats.retained_bytes <= MAGAZINE as u64,
+            "round {round}: retained {} bytes with a bound of {MAGAZINE}: {stats:?}",
+            stats.retained_bytes
+        );
+        pool.trim();
+    }
+    assert_trimmed(&pool);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Clear on return
+
+/// Rent 256 B, fill the whole block with 0xab, return it; rent again: the same block comes back
+/// (no fresh allocation). Returns the second renter's view of the free bytes.
+fn reuse_after_dirty_return(pool: &Pool, drop_elsewhere: bool) -> Vec<u8> {
+    let mut buf = pool.rent(256).unwrap();
+    assert_eq!(buf.capacity(), 256);
+    buf.extend_from_slice(&[0xab; 100]).unwrap();
+    let sealed = buf.seal();
+    buf.spare_mut().fill(0xab);
+    buf.commit(156).unwrap();
+    let rest = buf.freeze();
+    if drop_elsewhere {
+        thread::spawn(move || drop((sealed, rest))).join().unwrap();
+    } else {
+        drop((sealed, rest));
+    }
+    let fresh = pool.stats().fresh_allocations;
+    let mut again = pool.rent(200).unwrap();
+    assert_eq!(
+        pool.stats().fresh_allocations,
+        fresh,
+        "the returned block was reused"
+    );
+    assert_eq!(again.capacity(), 256);
+    again.spare_mut().to_vec()
+}
+
+#[test]
+fn clear_on_return_zeroes_returned_blocks() {
+    for drop_elsewhere in [false, true] {
+        // Control: without the setting, the old bytes are still there (so the check below means
+        // something).
+        let dirty = Pool::new();
+        let spare = reuse_after_dirty_return(&dirty, drop_elsewhere);
+        assert!(
+            spare.iter().all(|&b| b == 0xab),
+            "control, dropped elsewhere: {drop_elsewhere}"
+        );
+
+        let clean = Pool::builder().clear_on_return(true).build().unwrap();
+        let spare = reuse_after_dirty_return(&clean, drop_elsewhere);
+        assert_eq!(spare.len(), 256);
+        assert!(
+            spare.iter().all(|&b| b == 0),
+            "dropped elsewhere: {drop_elsewhere}: {spare:x?}"
+        );
+    }
+}
+
+/// A packet dropped by a thread-local destructor after the pool's thread cache was torn down takes
+/// the pool's no-cache path; that path must clear the block too.
+#[test]
+fn clear_on_return_zeroes_blocks_returned_during_thread_exit() {
+    struct Holder(Option<OwnedPacket>, Option<Pool>);
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            drop(self.0.take());
+            // Renting and returning while the thread cache is gone works too.
+            if let Some(pool) = self.1.take() {
+                let mut buf = pool.rent(256).unwrap();
+                buf.extend_from_slice(b"late").unwrap();
+                assert_eq!(&buf.freeze()[..], b"late");
+            }
+        }
+    }
+    thread_local! {
+        static HELD: RefCell<Holder> = const { RefCell::new(Holder(None, None)) };
+    }
+
+    let pool = Pool::builder().clear_on_return(true).build().unwrap();
+    let worker_pool = pool.clone();
+    thread::spawn(move || {
+        // Touch the holder first, so that its destructor is registered before the pool's thread
+        // cache and runs after it (thread-local destructors run in reverse order).
+        HELD.with(|_| {});
+        let mut buf = worker_pool.rent(256).unwrap();
+        buf.spare_mut().fill(0xcd);
+        buf.commit(256).unwrap();
+        let packet = buf.freeze();
+        HELD.with(|h| *h.borrow_mut() = Holder(Some(packet), Some(worker_pool)));
+    })
+    .join()
+    .unwrap();
+
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    assert_eq!(stats.rents, 2, "{stats:?}");
+    // Take every retained block and check each is clean.
+    let retained = (stats.retained_bytes / 256) as usize;
+    assert!(retained >= 1, "{stats:?}");
+    let bufs: Vec<PacketBuf> = (0..retained).map(|_| pool.rent(256).unwrap()).collect();
+    assert_eq!(
+        pool.stats().fresh_allocations,
+        stats.fresh_allocations,
+        "all reused"
+    );
+    for mut buf in bufs {
+        assert!(
+            buf.spare_mut().iter().all(|&b| b == 0),
+            "a returned block kept its old bytes"
+        );
+    }
+    assert_trimmed(&pool);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Blocks outlive the pool handle
+
+#[test]
+fn blocks_stay_valid_after_the_pool_is_dropped() {
+    let pool = Pool::builder().max_class_size(4096).build().unwrap();
+    let mut buf = pool.rent(1024).unwrap();
+    buf.extend_from_slice(b"sealed before the drop").unwrap();
+    let early = buf.seal();
+    let big = pool.copy_from_slice(&[3; 10_000]).unwrap();
+    let cached_elsewhere = pool.copy_from_slice(b"x").unwrap();
+    // Another thread that keeps a block of this pool in its cache while the pool goes away.
+    let (to_worker, from_main) = mpsc::channel::<Option<OwnedPacket>>();
+    let (to_main, from_worker) = mpsc::channel::<()>();
+    let worker = thread::spawn(move || {
+        for packet in from_main {
+            let Some(packet) = packet else { break };
+            assert!(!packet.is_empty());
+            drop(packet);
+            to_main.send(()).unwrap();
+        }
+    });
+    to_worker.send(Some(cached_elsewhere)).unwrap();
+    from_worker.recv().unwrap();
+    drop(pool);
+
+    // Everything still reads, clones, slices, and the buffer still writes.
+    assert_eq!(&early[..], b"sealed before the drop");
+    let clone = early.slice(7..13);
+    assert_eq!(&clone[..], b"before");
+    buf.extend_from_slice(b" and after").unwrap();
+    let late = buf.seal();
+    assert_eq!(&late[..], b" and after");
+    assert!(big.iter().all(|&b| b == 3));
+
+    // Dropped on another thread, after the pool is gone.
+    to_worker.send(Some(early)).unwrap();
+    from_worker.recv().unwrap();
+    to_worker.send(Some(big)).unwrap();
+    from_worker.recv().unwrap();
+    let bytes = late.into_bytes();
+    let other = thread::spawn(move || {
+        assert_eq!(&bytes[..], b" and after");
+        let mut buf = buf;
+        buf.extend_from_slice(b"!").unwrap();
+        drop(buf.freeze());
+        drop(bytes);
+    });
+    other.join().unwrap();
+    assert_eq!(&clone[..], b"before");
+    drop(clone);
+    to_worker.send(None).unwrap();
+    worker.join().unwrap();
+}
+
+#[test]
+fn dropping_one_pool_handle_keeps_the_pool() {
+    let pool = Pool::new();
+    let other = pool.clone();
+    let packet = other.copy_from_slice(b"abc").unwrap();
+    drop(other);
+    drop(packet);
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    assert_eq!(stats.retained_bytes, 64, "still caching: {stats:?}");
+    // A pool dropped on another thread than the one that used it.
+    let packet = pool.copy_from_slice(b"abc").unwrap();
+    thread::spawn(move || drop(pool)).join().unwrap();
+    assert_eq!(&packet[..], b"abc");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Statistics
+
+#[test]
+fn outstanding_counts_blocks_held_on_other_threads() {
+    let pool = Pool::new();
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let worker = thread::spawn({
+        let pool = pool.clone();
+        move || {
+            let held: Vec<PacketBuf> = (0..10).map(|i| pool.rent(64 << i).unwrap()).collect();
+            ready_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            drop(held);
+            ready_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        }
+    });
+    ready_rx.recv().unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.rents, stats.returns, stats.outstanding),
+        (10, 0, 10),
+        "{stats:?}"
+    );
+    go_tx.send(()).unwrap();
+    ready_rx.recv().unwrap();
+    let stats = pool.stats();
+    assert_all_returned(stats);
+    let cached: u64 = (0..10).map(|i| 64u64 << i).sum();
+    assert_eq!(
+        stats.retained_bytes, cached,
+        "in the live worker's cache: {stats:?}"
+    );
+    go_tx.send(()).unwrap();
+    worker.join().unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        stats.retained_bytes, cached,
+        "moved to the depot at thread exit: {stats:?}"
+    );
+    assert_trimmed(&pool);
+}
+
+#[test]
+fn stats_stay_exact_after_threads_exit() {
+    let pool = Pool::builder()
+        .max_class_size(8192)
+        .thread_cache_depth(4)
+        .build()
+        .unwrap();
+    let mut expected_rents = 0u64;
+    let mut expected_unpooled = 0u64;
+    // Generations of threads, so later ones reuse the statistics slots of earlier ones.
+    let generations = if cfg!(miri) { 2 } else { 5 };
+    for generation in 0..generations {
+        let (tx, rx) = mpsc::channel::<OwnedPacket>();
+        let renters: Vec<_> = (0..4u64)
+            .map(|t| {
+                let pool = pool.clone();
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    for i in 0..500u64 {
+                        let size = [10, 64, 700, 5000, 9000][((i + t) % 5) as usize];
+                        let packet = pool.copy_from_slice(&vec![i as u8; size]).unwrap();
+                        if i % 3 == 0 {
+                            tx.send(packet).unwrap(); // dropped by the main thread
+                        } else {
+                            drop(packet.clone());
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        for t in renters {
+            t.join().unwrap();
+        }
+        let on_main: Vec<OwnedPacket> = rx.iter().collect();
+        assert_eq!(on_main.len(), 4 * 167);
+        expected_rents += 4 * 500;
+        expected_unpooled += 4 * 100;
+        let stats = pool.stats();
+        assert_eq!(
+            stats.rents, expected_rents,
+            "generation {generation}: {stats:?}"
+        );
+        assert_eq!(
+            stats.outstanding,
+            4 * 167,
+            "generation {generation}: {stats:?}"
+        );
+        assert_eq!(stats.unpooled_allocations, expected_unpooled, "{stats:?}");
+        drop(on_main);
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(stats.rents, expected_rents);
+    }
+    assert_trimmed(&pool);
+}
