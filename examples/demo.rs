@@ -81,7 +81,9 @@ fn mix(state: u64, bytes: &[u8]) -> u64 {
     let mut h = state ^ (bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut words = bytes.chunks_exact(8);
     for w in &mut words {
-        h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))).wrapping_mul(0x100_0000_01b3).rotate_left(23);
+        h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .wrapping_mul(0x100_0000_01b3)
+            .rotate_left(23);
     }
     for &b in words.remainder() {
         h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
@@ -106,7 +108,9 @@ fn produce(mut writer: PipeWriter, total_bytes: u64) -> Result<(u64, u64), packe
         let payload = &mut space[4..4 + len];
         let seed = rng.next();
         for (i, chunk) in payload.chunks_mut(8).enumerate() {
-            let word = (seed ^ i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+            let word = (seed ^ i as u64)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .to_le_bytes();
             chunk.copy_from_slice(&word[..chunk.len()]);
         }
         checksum = mix(checksum, payload);
@@ -121,18 +125,28 @@ fn produce(mut writer: PipeWriter, total_bytes: u64) -> Result<(u64, u64), packe
     Ok((frames, checksum))
 }
 
-fn consume(mut reader: PipeReader, progress: &Progress, warm: &AtomicU64) -> Result<(u64, u64), String> {
+fn consume(
+    mut reader: PipeReader,
+    progress: &Progress,
+    warm: &AtomicU64,
+) -> Result<(u64, u64), String> {
     let (mut frames, mut checksum) = (0u64, 0u64);
     let mut need = 0usize; // bytes the next frame needs, when known
     loop {
-        let result = if need > 0 { reader.read_at_least_blocking(need) } else { reader.read_blocking() };
+        let result = if need > 0 {
+            reader.read_at_least_blocking(need)
+        } else {
+            reader.read_blocking()
+        };
         let result = result.map_err(|e| e.to_string())?;
         let (mut left, done) = (result.buffer().len(), result.is_completed());
         need = 0;
         while left >= 4 {
             let mut header = [0u8; 4];
             let buffer = reader.last_read().expect("just read").buffer();
-            buffer.copy_prefix_to(&mut header).map_err(|e| e.to_string())?;
+            buffer
+                .copy_prefix_to(&mut header)
+                .map_err(|e| e.to_string())?;
             let len = u32::from_be_bytes(header) as usize;
             if left < 4 + len {
                 need = 4 + len;
@@ -151,7 +165,9 @@ fn consume(mut reader: PipeReader, progress: &Progress, warm: &AtomicU64) -> Res
         }
         if done {
             if left != 0 {
-                return Err(format!("stream ended inside a frame: {left} bytes left over"));
+                return Err(format!(
+                    "stream ended inside a frame: {left} bytes left over"
+                ));
             }
             return Ok((frames, checksum));
         }
@@ -160,7 +176,10 @@ fn consume(mut reader: PipeReader, progress: &Progress, warm: &AtomicU64) -> Res
 }
 
 fn main() {
-    let megabytes: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(400);
+    let megabytes: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(400);
     let total = megabytes * 1_000_000;
     let pool = Pool::new();
     let (writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
@@ -209,8 +228,15 @@ fn main() {
     let bytes = progress.bytes.load(Ordering::Relaxed);
     let warm_allocations = warm.load(Ordering::Relaxed);
     let steady_frames = got_frames.saturating_sub(20_000).max(1);
-    println!("frames      {got_frames} ({:.0} frames/s)", got_frames as f64 / elapsed);
-    println!("payload     {:.1} MB in {elapsed:.2} s ({:.0} MB/s)", bytes as f64 / 1e6, bytes as f64 / 1e6 / elapsed);
+    println!(
+        "frames      {got_frames} ({:.0} frames/s)",
+        got_frames as f64 / elapsed
+    );
+    println!(
+        "payload     {:.1} MB in {elapsed:.2} s ({:.0} MB/s)",
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / elapsed
+    );
     println!(
         "allocations {:.4} per frame after warm-up ({} over the last {steady_frames} frames, whole process)",
         end_allocations.saturating_sub(warm_allocations) as f64 / steady_frames as f64,
