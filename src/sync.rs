@@ -41,6 +41,10 @@ pub(crate) use imp::*;
 /// hook is a no-op, see loom's `rt/thread.rs`) and so reports lost wakeups that cannot happen,
 /// while it models `fence(SeqCst)` exactly. Under `--cfg packetpipe_loom` this is that fence; in
 /// normal builds it is nothing, since the SeqCst accesses around each call already give the order.
+///
+/// Placement: right before each SeqCst *load* of the handshake (the notifier's load of the waiting
+/// flag, the waiter's first re-check load), never after a store, so a Relaxed load that the real
+/// ordering does not cover stays unordered in the models too.
 #[inline(always)]
 pub(crate) fn loom_seq_cst_point() {
     #[cfg(packetpipe_loom)]

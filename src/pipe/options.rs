@@ -26,7 +26,13 @@ pub struct PipeOptions {
 }
 
 /// Default `take_frame` copy threshold: frames up to this size are copied into a fitted buffer,
-/// larger ones shared. Chosen from `benches/pipe.rs` (`take_frame`), see BENCHMARKS.md.
+/// larger ones shared.
+///
+/// This is a memory choice, not a speed crossover: `benches/pipe.rs` (`take_frame`, BENCHMARKS.md)
+/// measured sharing faster than copying at every size, because sharing here costs one reference
+/// count and no allocation (the .NET system paid 128 B per shared slice, which is why copying won
+/// there below 2-4 KiB). Copying stays within about 2x of sharing up to 2 KiB and grows with size
+/// beyond; 2 KiB is half the default segment, so a shared frame pins at most about twice its size.
 pub const DEFAULT_COPY_THRESHOLD: usize = 2048;
 
 impl Default for PipeOptions {

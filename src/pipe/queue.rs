@@ -264,6 +264,7 @@ impl Consumer {
     /// Load the published word, making newly published bytes accessible; returns the flags.
     #[inline]
     pub(crate) fn refresh(&mut self) -> u64 {
+        crate::sync::loom_seq_cst_point();
         let (bytes, flags) = split_word(self.shared.published.load(Ordering::SeqCst));
         self.visible_end = bytes;
         flags

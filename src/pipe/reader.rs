@@ -233,7 +233,11 @@ impl PipeReader {
     /// A successful outcome is also kept for [`last_read`](Self::last_read).
     #[inline]
     fn check(&mut self, want: Want) -> Option<Result<(bool, bool), Error>> {
-        let canceled = self.state.cancel_read.load(Ordering::Relaxed)
+        // SeqCst: after `register`, this load is the waiter's re-check in the handshake with a
+        // canceler (`wait.rs`); a Relaxed load could miss a cancel whose wake saw no waiter
+        // (found by the loom cancel model).
+        crate::sync::loom_seq_cst_point();
+        let canceled = self.state.cancel_read.load(Ordering::SeqCst)
             && self.state.cancel_read.swap(false, Ordering::SeqCst);
         self.writer_flags = self.queue.refresh();
         let available = self.queue.available();
@@ -392,7 +396,8 @@ impl PipeReader {
         self.state.reader.store(position, Ordering::SeqCst);
         if self.state.writer_wait.is_waiting() {
             let published = self.queue.published_bytes();
-            if !self.state.must_wait(published, true) {
+            let reader = self.state.reader.load(Ordering::SeqCst);
+            if !self.state.must_wait(reader, published, true) {
                 self.state.writer_wait.wake();
             }
         }

@@ -89,11 +89,10 @@ impl PipeState {
     /// Whether a flush that has published up to `published` must wait, given whether it is
     /// already paused (hysteresis: pause at >= pause threshold, resume at < resume threshold).
     #[inline]
-    pub(crate) fn must_wait(&self, published: u64, paused: bool) -> bool {
+    pub(crate) fn must_wait(&self, reader: u64, published: u64, paused: bool) -> bool {
         if self.pause_threshold == 0 {
             return false;
         }
-        let reader = self.reader.load(Ordering::SeqCst);
         if reader & DONE != 0 {
             return false;
         }

@@ -36,7 +36,6 @@ impl WaitCell {
             }
         }
         self.waiting.store(true, Ordering::SeqCst);
-        crate::sync::loom_seq_cst_point();
     }
 
     /// Wake the waiter, if one announced itself. Call after a SeqCst change of the state the waiter

@@ -245,6 +245,7 @@ impl PipeWriter {
     /// `Some(result)` when the flush can return now, `None` when it must wait.
     #[inline]
     fn flush_status(&mut self) -> Option<Result<FlushResult, Error>> {
+        crate::sync::loom_seq_cst_point();
         let reader = self.state.reader.load(Ordering::SeqCst);
         if reader & DONE != 0 {
             self.note_reader_done();
@@ -256,7 +257,7 @@ impl PipeWriter {
                 is_canceled: false,
             }));
         }
-        if self.state.cancel_flush.load(Ordering::Relaxed)
+        if self.state.cancel_flush.load(Ordering::SeqCst)
             && self.state.cancel_flush.swap(false, Ordering::SeqCst)
         {
             return Some(Ok(FlushResult {
@@ -264,7 +265,9 @@ impl PipeWriter {
                 is_canceled: true,
             }));
         }
-        if self.state.must_wait(self.published, self.paused) {
+        // The reader word loaded above, not a second load: a completion landing between two loads
+        // would otherwise end the flush without `is_completed` (found by the loom backpressure model).
+        if self.state.must_wait(reader, self.published, self.paused) {
             return None;
         }
         Some(Ok(FlushResult::default()))

@@ -1,0 +1,50 @@
+#![cfg(packetpipe_loom)]
+//! Publish/read: the writer's flushes against a reader that may be waiting for them.
+
+use loom::thread;
+use packetpipe::pipe::PipeOptions;
+use packetpipe_loom_tests::{block_on, pipe};
+
+/// Bytes flushed over several flushes arrive complete and in order, and a reader waiting for them
+/// is always woken by a flush. The writer stays open (the thread hands it back instead of dropping
+/// it), so only the publish wake can end each wait: a lost wakeup is a loom deadlock.
+fn flushes_arrive_in_order_model() {
+    loom::model(|| {
+        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let producer = thread::spawn(move || {
+            writer.append(&b"ab"[..]).unwrap();
+            block_on(writer.flush()).unwrap();
+            writer.append(&b"c"[..]).unwrap();
+            block_on(writer.flush()).unwrap();
+            writer
+        });
+        let (got, completed) = packetpipe_loom_tests::read_to_end(&mut reader, 3);
+        assert_eq!(got, b"abc", "bytes lost, duplicated or reordered");
+        assert!(!completed, "the writer is still open");
+        drop(producer.join().unwrap());
+    });
+}
+
+#[test]
+#[cfg(not(packetpipe_mutant))]
+fn flushes_arrive_in_order_and_wake_the_reader() {
+    flushes_arrive_in_order_model();
+}
+
+/// Mutant `relaxed_publish`: with a Relaxed publish the reader can act on a byte count whose node
+/// link it cannot see yet.
+#[test]
+#[cfg(packetpipe_mutant = "relaxed_publish")]
+#[should_panic(expected = "published bytes cover a node whose link is not visible")]
+fn mutant_relaxed_publish() {
+    flushes_arrive_in_order_model();
+}
+
+/// Mutant `no_recheck`: a reader that sleeps right after registering its waker misses a flush that
+/// came in between and is never woken.
+#[test]
+#[cfg(packetpipe_mutant = "no_recheck")]
+#[should_panic(expected = "deadlock")]
+fn mutant_no_recheck() {
+    flushes_arrive_in_order_model();
+}

@@ -1,0 +1,35 @@
+#![cfg(packetpipe_loom)]
+//! `read_at_least` lifting backpressure.
+
+use loom::thread;
+use packetpipe::pipe::PipeOptions;
+use packetpipe_loom_tests::{block_on, pipe};
+
+/// The reader waits for 6 bytes while the writer's first flush (4 bytes, the pause threshold)
+/// would pause until the reader examines them: `read_at_least` lifts the pause (and wakes a flush
+/// already paused), so the writer supplies the rest and the read returns all 6 bytes. Without the
+/// lift both sides wait for each other: a loom deadlock. Afterwards backpressure applies again: the
+/// second flush waits until the reader advances.
+#[test]
+fn read_at_least_lifts_backpressure() {
+    loom::model(|| {
+        let (mut writer, mut reader) =
+            pipe(PipeOptions::new().pause_threshold(4).resume_threshold(2));
+        let producer = thread::spawn(move || {
+            writer.append(&b"abcd"[..]).unwrap();
+            block_on(writer.flush()).unwrap();
+            writer.append(&b"ef"[..]).unwrap();
+            let second = block_on(writer.flush()).unwrap();
+            assert!(
+                !second.is_completed() && !second.is_canceled(),
+                "{second:?}"
+            );
+            writer
+        });
+        let result = block_on(reader.read_at_least(6)).unwrap();
+        assert!(!result.is_completed() && !result.is_canceled());
+        assert_eq!(result.buffer().to_vec(), b"abcdef");
+        reader.advance_to(6, 6).unwrap();
+        drop(producer.join().unwrap());
+    });
+}
