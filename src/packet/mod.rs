@@ -11,6 +11,66 @@
 //! returns [`Error::OutOfRange`] instead. Operations whose success depends
 //! on the state of the buffer (`prepend`, `commit`, `extend_from_slice`) always return a `Result`.
 
+/// The trait impls every immutable byte type here shares, all through `as_slice`: `Deref`,
+/// `AsRef`, `Borrow`, equality with itself and with byte slices, `Hash`, and a `Debug` that shows
+/// the first bytes.
+macro_rules! byte_view_impls {
+    ($ty:ident) => {
+        impl std::ops::Deref for $ty {
+            type Target = [u8];
+            #[inline]
+            fn deref(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+
+        impl AsRef<[u8]> for $ty {
+            #[inline]
+            fn as_ref(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+
+        impl std::borrow::Borrow<[u8]> for $ty {
+            fn borrow(&self) -> &[u8] {
+                self.as_slice()
+            }
+        }
+
+        impl PartialEq for $ty {
+            fn eq(&self, other: &$ty) -> bool {
+                self.as_slice() == other.as_slice()
+            }
+        }
+
+        impl Eq for $ty {}
+
+        impl PartialEq<[u8]> for $ty {
+            fn eq(&self, other: &[u8]) -> bool {
+                self.as_slice() == other
+            }
+        }
+
+        impl PartialEq<&[u8]> for $ty {
+            fn eq(&self, other: &&[u8]) -> bool {
+                self.as_slice() == *other
+            }
+        }
+
+        impl std::hash::Hash for $ty {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.as_slice().hash(state)
+            }
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                crate::packet::debug_bytes(f, stringify!($ty), self.as_slice())
+            }
+        }
+    };
+}
+
 mod buf;
 mod chain;
 mod owned;
@@ -20,7 +80,7 @@ pub use chain::PacketChain;
 pub use owned::OwnedPacket;
 
 use std::fmt;
-use std::ops::{Deref, RangeBounds};
+use std::ops::RangeBounds;
 
 use bytes::{Buf, Bytes};
 
@@ -271,57 +331,7 @@ impl From<Packet> for Bytes {
     }
 }
 
-impl Deref for Packet {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl AsRef<[u8]> for Packet {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for Packet {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl PartialEq for Packet {
-    fn eq(&self, other: &Packet) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for Packet {}
-
-impl PartialEq<[u8]> for Packet {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.as_slice() == other
-    }
-}
-
-impl PartialEq<&[u8]> for Packet {
-    fn eq(&self, other: &&[u8]) -> bool {
-        self.as_slice() == *other
-    }
-}
-
-impl std::hash::Hash for Packet {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state)
-    }
-}
-
-impl fmt::Debug for Packet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_bytes(f, "Packet", self)
-    }
-}
+byte_view_impls!(Packet);
 
 impl Buf for Packet {
     #[inline]

@@ -1,7 +1,6 @@
 //! `OwnedPacket`: an immutable, reference-counted window into a pooled block.
 
-use std::fmt;
-use std::ops::{Deref, RangeBounds};
+use std::ops::RangeBounds;
 
 use bytes::{Buf, Bytes};
 
@@ -170,51 +169,7 @@ impl OwnedPacket {
     }
 }
 
-impl Deref for OwnedPacket {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl AsRef<[u8]> for OwnedPacket {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for OwnedPacket {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl PartialEq for OwnedPacket {
-    fn eq(&self, other: &OwnedPacket) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for OwnedPacket {}
-
-impl PartialEq<[u8]> for OwnedPacket {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.as_slice() == other
-    }
-}
-
-impl std::hash::Hash for OwnedPacket {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state)
-    }
-}
-
-impl fmt::Debug for OwnedPacket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        super::debug_bytes(f, "OwnedPacket", self.as_slice())
-    }
-}
+byte_view_impls!(OwnedPacket);
 
 impl From<OwnedPacket> for Bytes {
     fn from(packet: OwnedPacket) -> Bytes {
