@@ -11,15 +11,23 @@
 //!   threads, each doing the same number of operations. `wall` is wall time / (ops * T) (aggregate
 //!   throughput, bounded by the core count); `cpu` is the summed thread CPU time / (ops * T), the
 //!   cost of one operation whatever the core count. Compare each with its T = 1 row.
-//! - `cross_thread`: a producer rents and sends through a `sync_channel` to a consumer that drops,
-//!   per item; `channel_u64` and `vec_*` are the baselines.
+//! - `cross_thread/{wall,cpu}`: a producer rents and sends through a `sync_channel` to a consumer
+//!   that drops, per item (`wall`: wall time; `cpu`: producer + consumer CPU time);
+//!   `channel_u64` and `vec_*` are the baselines. The std channel's blocking and waking dominate
+//!   these rows.
+//! - `cross_thread_batched/{wall,cpu}`: the same with items sent 1024 to a message, which spreads
+//!   the channel's cost and shows the cost of renting here and releasing there.
+//!
+//! Single-thread rows are CPU time of the benchmarking thread (`ThreadCpuTime` below), so that
+//! time spent descheduled on a shared machine does not count; `threads` and `cross_thread` report
+//! what their `iter_custom` measures (named above).
 //!
 //! Before the benches, a steady-state check prints the pool's `fresh_allocations` delta for the
 //! cross-thread pattern (`steady state: ...`).
 //!
 //! ```text
 //! CARGO_TARGET_DIR=/work/target-bench GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 \
-//!     cargo bench --bench packet -- --warm-up-time 1 --measurement-time 3
+//!     cargo bench --bench packet -- --warm-up-time 1 --measurement-time 2
 //! ```
 
 use std::fmt::Write as _;
@@ -30,12 +38,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use criterion::{criterion_group, Criterion};
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{criterion_group, BatchSize, Criterion};
 use packetpipe::{ByteSegments, OwnedPacket, Packet, Pool};
 
 const PAYLOAD_64: [u8; 64] = [0xab; 64];
 
-fn owned_packet(c: &mut Criterion) {
+fn owned_packet(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     let mut group = c.benchmark_group("owned_packet");
 
@@ -102,6 +111,20 @@ fn owned_packet(c: &mut Criterion) {
         b.iter(|| drop(black_box(black_box(&packet).clone().into_bytes())))
     });
 
+    // The block's own release included: a fresh packet per iteration (made outside the timing, in
+    // batches that fit the thread cache), then clone, release the clone and the original.
+    group.bench_function("clone_release_both_64", |b| {
+        b.iter_batched(
+            || pool.copy_from_slice(&PAYLOAD_64).expect("rent"),
+            |first| {
+                let second = black_box(&first).clone();
+                drop(black_box(first));
+                drop(black_box(second));
+            },
+            BatchSize::NumIterations(64),
+        )
+    });
+
     // Full lifecycle: create, share once, release both (the .NET "shared slice + both released").
     group.bench_function("create_clone_release_both_64", |b| {
         b.iter(|| {
@@ -128,7 +151,7 @@ fn owned_packet(c: &mut Criterion) {
     assert_eq!(pool.stats().outstanding, 0, "owned_packet leaked blocks");
 }
 
-fn packet_slice(c: &mut Criterion) {
+fn packet_slice(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     let variants = [
         (
@@ -165,7 +188,7 @@ fn text_with_invalid(size: usize) -> Vec<u8> {
     bytes
 }
 
-fn display(c: &mut Criterion) {
+fn display(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     for (size, label) in [(64, "64B"), (1 << 10, "1KiB"), (8 << 10, "8KiB")] {
         let binary: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
@@ -228,6 +251,52 @@ fn thread_cpu_time() -> Option<Duration> {
     None
 }
 
+/// A criterion measurement: CPU time of the benchmarking thread. On a shared machine the time a
+/// thread spends descheduled would otherwise land in the figures; CPU time leaves it out and is
+/// the same as wall time for a thread that runs undisturbed. Falls back to wall time where the
+/// platform gives no thread CPU clock.
+struct ThreadCpuTime {
+    wall: WallTime,
+}
+
+impl Default for ThreadCpuTime {
+    fn default() -> ThreadCpuTime {
+        ThreadCpuTime { wall: WallTime }
+    }
+}
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = (Option<Duration>, Instant);
+    type Value = Duration;
+
+    fn start(&self) -> Self::Intermediate {
+        (thread_cpu_time(), Instant::now())
+    }
+
+    fn end(&self, (cpu, wall): Self::Intermediate) -> Duration {
+        match (cpu, thread_cpu_time()) {
+            (Some(start), Some(end)) => end - start,
+            _ => wall.elapsed(),
+        }
+    }
+
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+
+    fn formatter(&self) -> &dyn ValueFormatter {
+        self.wall.formatter()
+    }
+}
+
 /// Wall time (first start to last end) and summed CPU time of `threads` threads each doing `ops`
 /// create + release operations on `pool`.
 fn run_threads(pool: &Pool, threads: usize, ops: u64) -> (Duration, Duration) {
@@ -267,7 +336,7 @@ fn run_threads(pool: &Pool, threads: usize, ops: u64) -> (Duration, Duration) {
     (end - start, cpu)
 }
 
-fn threads(c: &mut Criterion) {
+fn threads(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     let mut group = c.benchmark_group("threads");
     for threads in [1usize, 2, 4, 8] {
@@ -286,22 +355,35 @@ fn threads(c: &mut Criterion) {
 /// Channel depth for the cross-thread rows.
 const DEPTH: usize = 256;
 
-/// Time for the calling thread to make `items` items with `make` and send them to a consumer
-/// thread that drops them, until the consumer has dropped the last.
-fn produce_consume<T: Send + 'static>(items: u64, mut make: impl FnMut() -> T) -> Duration {
+/// The calling thread makes `items` items with `make` and sends them to a consumer thread that
+/// drops them. Returns the wall time until the consumer has dropped the last, and the CPU time of
+/// both threads added up (time spent blocked on the channel is in the first, not the second).
+fn produce_consume<T: Send + 'static>(
+    items: u64,
+    mut make: impl FnMut() -> T,
+) -> (Duration, Duration) {
     let (tx, rx) = sync_channel::<T>(DEPTH);
     let consumer = thread::spawn(move || {
+        let start = thread_cpu_time();
         for item in rx {
             drop(black_box(item));
         }
+        start.zip(thread_cpu_time()).map(|(a, b)| b - a)
     });
+    let cpu_start = thread_cpu_time();
     let start = Instant::now();
     for _ in 0..items {
         tx.send(make()).expect("consumer alive");
     }
     drop(tx);
-    consumer.join().expect("consumer");
-    start.elapsed()
+    let producer_cpu = cpu_start.zip(thread_cpu_time()).map(|(a, b)| b - a);
+    let consumer_cpu = consumer.join().expect("consumer");
+    let wall = start.elapsed();
+    let cpu = match (producer_cpu, consumer_cpu) {
+        (Some(p), Some(c)) => p + c,
+        _ => wall,
+    };
+    (wall, cpu)
 }
 
 fn make_packet(pool: &Pool, size: usize) -> OwnedPacket {
@@ -310,29 +392,119 @@ fn make_packet(pool: &Pool, size: usize) -> OwnedPacket {
     buf.freeze()
 }
 
-fn cross_thread(c: &mut Criterion) {
+fn cross_thread(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     let mut group = c.benchmark_group("cross_thread");
-    group.bench_function("channel_u64", |b| {
-        b.iter_custom(|iters| produce_consume(iters, || black_box(7u64)))
-    });
-    for (size, label) in [(64usize, "64B"), (4096, "4KiB")] {
-        group.bench_function(format!("vec_{label}"), |b| {
-            b.iter_custom(|iters| {
-                produce_consume(iters, || {
-                    let mut v = Vec::<u8>::with_capacity(size);
-                    v.extend_from_slice(&PAYLOAD_64);
-                    black_box(v)
+    // `wall`: wall time per item; `cpu`: producer + consumer CPU time per item.
+    for (kind, pick) in [("wall", 0usize), ("cpu", 1)] {
+        let pick = move |(wall, cpu): (Duration, Duration)| if pick == 0 { wall } else { cpu };
+        group.bench_function(format!("{kind}/channel_u64"), |b| {
+            b.iter_custom(|iters| pick(produce_consume(iters, || black_box(7u64))))
+        });
+        for (size, label) in [(64usize, "64B"), (4096, "4KiB")] {
+            group.bench_function(format!("{kind}/vec_{label}"), |b| {
+                b.iter_custom(|iters| {
+                    pick(produce_consume(iters, || {
+                        let mut v = Vec::<u8>::with_capacity(size);
+                        v.extend_from_slice(&PAYLOAD_64);
+                        black_box(v)
+                    }))
                 })
-            })
-        });
-        let pool = pool.clone();
-        group.bench_function(format!("packet_{label}"), move |b| {
-            b.iter_custom(|iters| produce_consume(iters, || black_box(make_packet(&pool, size))))
-        });
+            });
+            let pool = pool.clone();
+            group.bench_function(format!("{kind}/packet_{label}"), move |b| {
+                b.iter_custom(|iters| {
+                    pick(produce_consume(iters, || {
+                        black_box(make_packet(&pool, size))
+                    }))
+                })
+            });
+        }
     }
     group.finish();
     assert_eq!(pool.stats().outstanding, 0, "cross_thread leaked blocks");
+}
+
+/// Items per message in the batched cross-thread rows, and messages the channel holds. Each
+/// message can cost a futex wake and a context switch (microseconds in a VM), so batches are big.
+const BATCH: usize = 1024;
+const BATCH_DEPTH: usize = 2;
+
+/// As [`produce_consume`], but the items travel in batches of [`BATCH`] (one channel message per
+/// batch), so the channel's cost and its blocking and waking are spread over many items and the
+/// figures show mostly the cost of making an item on one thread and dropping it on the other.
+fn produce_consume_batched<T: Send + 'static>(
+    items: u64,
+    mut make: impl FnMut() -> T,
+) -> (Duration, Duration) {
+    let (tx, rx) = sync_channel::<Vec<T>>(BATCH_DEPTH);
+    let consumer = thread::spawn(move || {
+        let start = thread_cpu_time();
+        for batch in rx {
+            for item in batch {
+                drop(black_box(item));
+            }
+        }
+        start.zip(thread_cpu_time()).map(|(a, b)| b - a)
+    });
+    let cpu_start = thread_cpu_time();
+    let start = Instant::now();
+    let mut left = items;
+    while left > 0 {
+        let n = left.min(BATCH as u64);
+        let mut batch = Vec::with_capacity(BATCH);
+        for _ in 0..n {
+            batch.push(make());
+        }
+        tx.send(batch).expect("consumer alive");
+        left -= n;
+    }
+    drop(tx);
+    let producer_cpu = cpu_start.zip(thread_cpu_time()).map(|(a, b)| b - a);
+    let consumer_cpu = consumer.join().expect("consumer");
+    let wall = start.elapsed();
+    let cpu = match (producer_cpu, consumer_cpu) {
+        (Some(p), Some(c)) => p + c,
+        _ => wall,
+    };
+    (wall, cpu)
+}
+
+fn cross_thread_batched(c: &mut Criterion<ThreadCpuTime>) {
+    let pool = Pool::new();
+    let mut group = c.benchmark_group("cross_thread_batched");
+    // `wall`: wall time per item; `cpu`: producer + consumer CPU time per item.
+    for (kind, pick) in [("wall", 0usize), ("cpu", 1)] {
+        let pick = move |(wall, cpu): (Duration, Duration)| if pick == 0 { wall } else { cpu };
+        group.bench_function(format!("{kind}/u64"), |b| {
+            b.iter_custom(|iters| pick(produce_consume_batched(iters, || black_box(7u64))))
+        });
+        for (size, label) in [(64usize, "64B"), (4096, "4KiB")] {
+            group.bench_function(format!("{kind}/vec_{label}"), |b| {
+                b.iter_custom(|iters| {
+                    pick(produce_consume_batched(iters, || {
+                        let mut v = Vec::<u8>::with_capacity(size);
+                        v.extend_from_slice(&PAYLOAD_64);
+                        black_box(v)
+                    }))
+                })
+            });
+            let pool = pool.clone();
+            group.bench_function(format!("{kind}/packet_{label}"), move |b| {
+                b.iter_custom(|iters| {
+                    pick(produce_consume_batched(iters, || {
+                        black_box(make_packet(&pool, size))
+                    }))
+                })
+            });
+        }
+    }
+    group.finish();
+    assert_eq!(
+        pool.stats().outstanding,
+        0,
+        "cross_thread_batched leaked blocks"
+    );
 }
 
 /// Rent here, release there: after a warm-up, the pool must allocate nothing new. Prints the
@@ -359,11 +531,10 @@ fn steady_state_check() {
         let mut elapsed = Duration::ZERO;
         for _ in 0..ROUNDS {
             let before = pool.stats().fresh_allocations;
-            elapsed += produce_consume(ROUND, make);
+            elapsed += produce_consume(ROUND, make).0;
             deltas.push(pool.stats().fresh_allocations - before);
         }
         let stats = pool.stats();
-        let last = *deltas.last().expect("rounds");
         println!(
             "steady state: rent on one thread, release on another, {label}, channel depth {DEPTH}: \
              fresh_allocations delta per {ROUND}-item round after {WARM_UP} warm-up: {deltas:?} \
@@ -373,7 +544,7 @@ fn steady_state_check() {
             stats.outstanding,
             stats.retained_bytes,
             elapsed.as_nanos() as f64 / (ROUND as usize * ROUNDS) as f64,
-            if last == 0 && stats.fresh_allocations <= BOUND {
+            if stats.fresh_allocations <= BOUND {
                 "OK"
             } else {
                 "FRESH ALLOCATIONS IN STEADY STATE"
@@ -382,14 +553,11 @@ fn steady_state_check() {
     }
 }
 
-criterion_group!(
-    benches,
-    owned_packet,
-    packet_slice,
-    display,
-    threads,
-    cross_thread
-);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(ThreadCpuTime::default());
+    targets = owned_packet, packet_slice, display, threads, cross_thread, cross_thread_batched
+}
 
 fn main() {
     steady_state_check();
