@@ -3,8 +3,9 @@
 //! A single-producer/single-consumer byte pipe for the space between a socket and a parser, built
 //! on pooled, reference-counted packets.
 //!
-//! This release holds the foundation: the buffer [`Pool`] and the packet ownership types.
-//!
+//! - [`pipe`]: `pipe()` -> ([`PipeWriter`](pipe::PipeWriter), [`PipeReader`](pipe::PipeReader)):
+//!   append packets or write into pooled buffers, flush with backpressure, read the flushed bytes
+//!   as a chain of segments, advance by byte counts, take frames out; async and blocking forms.
 //! - [`Pool`]: size-classed buffer pool with per-thread caches and a shared depot; one thread can
 //!   rent while another returns with no lock and no fresh allocation in steady state.
 //! - [`PacketBuf`]: a writable pooled buffer ([`bytes::BufMut`]) that seals its written bytes into
