@@ -84,7 +84,7 @@ fn noop_waker() -> Waker {
 /// Flush as an async task does (poll the `Flush` future once). Panics if the flush would wait.
 #[inline]
 fn flush_ready(writer: &mut PipeWriter, cx: &mut Context<'_>) {
-    match Pin::new(&mut writer.flush()).poll(cx) {
+    match Pin::new(&mut writer.flush_pipe()).poll(cx) {
         Poll::Ready(result) => {
             black_box(result.expect("flush"));
         }
@@ -249,7 +249,7 @@ fn pipe_write(c: &mut Criterion) {
         });
         group.bench_function("write", |b| {
             b.iter(|| {
-                writer.write(black_box(&src[..])).expect("write");
+                writer.write_slice(black_box(&src[..])).expect("write");
                 flush_ready(&mut writer, &mut cx);
                 black_box(read_all(&mut reader));
             })
@@ -286,7 +286,7 @@ fn pipe_flush(c: &mut Criterion) {
                 let batch = left.min(FLUSH_BATCH);
                 let start = Instant::now();
                 for _ in 0..batch {
-                    writer.write(black_box(&small[..])).expect("write");
+                    writer.write_slice(black_box(&small[..])).expect("write");
                     flush_ready(&mut writer, &mut cx);
                 }
                 total += start.elapsed();
@@ -304,7 +304,7 @@ fn pipe_flush(c: &mut Criterion) {
                 let batch = left.min(FLUSH_BATCH);
                 let start = Instant::now();
                 for _ in 0..batch {
-                    writer.write(black_box(&small[..])).expect("write");
+                    writer.write_slice(black_box(&small[..])).expect("write");
                 }
                 total += start.elapsed();
                 left -= batch;
@@ -453,7 +453,7 @@ fn pipe_threads(c: &mut Criterion) {
 
         let src = frame(size);
         let streaming = streaming_pipe(size, move |writer| {
-            writer.write(black_box(&src[..])).expect("write")
+            writer.write_slice(black_box(&src[..])).expect("write")
         });
         group.bench_function("write", |b| b.iter_custom(|n| streaming.run(n)));
         drop(streaming);

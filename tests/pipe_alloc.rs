@@ -240,7 +240,7 @@ fn buffer_mut_advance_flush_read_advance_to_allocates_nothing_per_frame() {
         assert_eq!(n, 0, "buffer_mut/advance -> flush -> read -> advance_to, {size} B: {n} allocations in {FRAMES} frames");
 
         let n = allocations_per_batch(|| {
-            writer.write(&STATIC[..size]).unwrap();
+            writer.write_slice(&STATIC[..size]).unwrap();
             writer.flush_blocking().unwrap();
             read_and_consume(&mut reader, size);
         });
@@ -263,12 +263,12 @@ fn unpaused_flush_allocates_nothing() {
     let mut flushes = 0;
     let mut frame = |writer: &mut PipeWriter, reader: &mut PipeReader, counting: bool| {
         // With bytes staged, then with nothing staged, then the async form.
-        writer.write(&STATIC[..64]).unwrap();
+        writer.write_slice(&STATIC[..64]).unwrap();
         let before = allocations();
         let result = writer.flush_blocking().unwrap();
         let zero_byte = writer.flush_blocking().unwrap();
-        writer.write(&STATIC[..64]).unwrap();
-        let polled = writer.poll_flush(&mut Context::from_waker(&waker));
+        writer.write_slice(&STATIC[..64]).unwrap();
+        let polled = writer.poll_flush_pipe(&mut Context::from_waker(&waker));
         let after = allocations();
         assert!(!result.is_completed() && !result.is_canceled());
         assert!(!zero_byte.is_completed() && !zero_byte.is_canceled());
@@ -301,11 +301,14 @@ fn a_read_that_waits_and_the_flush_that_wakes_it_allocate_nothing() {
     let mut waits = 0usize;
     let n = allocations_per_batch(|| {
         let mut cx = Context::from_waker(&waker);
-        assert!(reader.poll_read(&mut cx).is_pending(), "the read must wait");
+        assert!(
+            reader.poll_read_buffer(&mut cx).is_pending(),
+            "the read must wait"
+        );
         waits += 1;
-        writer.write(&STATIC[..100]).unwrap();
+        writer.write_slice(&STATIC[..100]).unwrap();
         writer.flush_blocking().unwrap(); // wakes the waiting reader
-        assert!(reader.poll_read(&mut cx).is_ready());
+        assert!(reader.poll_read_buffer(&mut cx).is_ready());
         let len = reader.last_read().unwrap().buffer().len();
         assert_eq!(len, 100);
         reader.advance_to(len, len).unwrap();
@@ -326,14 +329,14 @@ fn a_read_that_waits_and_the_flush_that_wakes_it_allocate_nothing() {
     );
     let n = allocations_per_batch(|| {
         let mut cx = Context::from_waker(&waker);
-        writer.write(&STATIC[..100]).unwrap();
+        writer.write_slice(&STATIC[..100]).unwrap();
         assert!(
-            writer.poll_flush(&mut cx).is_pending(),
+            writer.poll_flush_pipe(&mut cx).is_pending(),
             "the flush must pause"
         );
         let len = reader.try_read().unwrap().unwrap().buffer().len();
         reader.advance_to(len, len).unwrap(); // wakes the paused flush
-        assert!(writer.poll_flush(&mut cx).is_ready());
+        assert!(writer.poll_flush_pipe(&mut cx).is_ready());
     });
     assert_eq!(n, 0, "{n} allocations in {FRAMES} paused flushes");
 }
@@ -350,7 +353,7 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
 
     // One small frame per read, copied into a fitted pooled buffer.
     let n = allocations_per_batch(|| {
-        writer.write(&STATIC[..100]).unwrap();
+        writer.write_slice(&STATIC[..100]).unwrap();
         writer.flush_blocking().unwrap();
         let len = reader.read_blocking().unwrap().buffer().len();
         assert_eq!(len, 100);
@@ -371,7 +374,7 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
     let mut kept: Vec<Packet> = Vec::with_capacity(16);
     let n = allocations_per_batch(|| {
         for _ in 0..16 {
-            writer.write(&STATIC[..200]).unwrap();
+            writer.write_slice(&STATIC[..200]).unwrap();
         }
         writer.flush_blocking().unwrap();
         reader.read_blocking().unwrap();
@@ -386,7 +389,7 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
 
     // The sharing path, for comparison, allocates nothing either.
     let n = allocations_per_batch(|| {
-        writer.write(&STATIC[..4000]).unwrap();
+        writer.write_slice(&STATIC[..4000]).unwrap();
         writer.flush_blocking().unwrap();
         reader.read_blocking().unwrap();
         let frame = reader.take_frame(4000).unwrap();
@@ -499,7 +502,7 @@ fn ping_pong_reads_really_wait_and_waiting_allocates_nothing() {
     ) -> usize {
         let mut cx = Context::from_waker(waker);
         let mut waits = 0;
-        while reader.poll_read(&mut cx).is_pending() {
+        while reader.poll_read_buffer(&mut cx).is_pending() {
             waits += 1;
             thread::park();
         }

@@ -63,7 +63,7 @@ fn poll_once<F: Future>(future: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
 #[track_caller]
 fn flush_now(writer: &mut PipeWriter) -> FlushResult {
     let (_, waker) = counting_waker();
-    match writer.poll_flush(&mut Context::from_waker(&waker)) {
+    match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(result) => result.expect("flush failed"),
         Poll::Pending => panic!("flush paused where it must return at once"),
     }
@@ -72,7 +72,7 @@ fn flush_now(writer: &mut PipeWriter) -> FlushResult {
 /// Whether a flush polled with `waker` is paused.
 #[track_caller]
 fn flush_is_paused(writer: &mut PipeWriter, waker: &Waker) -> bool {
-    match writer.poll_flush(&mut Context::from_waker(waker)) {
+    match writer.poll_flush_pipe(&mut Context::from_waker(waker)) {
         Poll::Ready(result) => {
             result.expect("flush failed");
             false
@@ -168,7 +168,7 @@ fn both_ends_are_send_and_neither_is_clone() {
     let (writer, reader) = pipe();
     let w = thread::spawn(move || {
         let mut writer = writer;
-        writer.write(b"moved").unwrap();
+        writer.write_slice(b"moved").unwrap();
         writer.flush_blocking().unwrap();
     });
     let r = thread::spawn(move || {
@@ -184,12 +184,12 @@ fn both_ends_are_send_and_neither_is_clone() {
 fn default_options_pause_at_64_kib_and_resume_below_32_kib() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
-    writer.write(&vec![1; 64 * 1024 - 1]).unwrap();
+    writer.write_slice(&vec![1; 64 * 1024 - 1]).unwrap();
     assert!(
         !flush_is_paused(&mut writer, &waker),
         "65535 unexamined bytes are below the pause threshold"
     );
-    writer.write(&[2]).unwrap();
+    writer.write_slice(&[2]).unwrap();
     assert!(
         flush_is_paused(&mut writer, &waker),
         "65536 unexamined bytes reach the pause threshold"
@@ -209,7 +209,7 @@ fn default_options_pause_at_64_kib_and_resume_below_32_kib() {
 fn pause_threshold_zero_disables_backpressure() {
     let (mut writer, _reader) = pipe_with(PipeOptions::new().pause_threshold(0));
     for _ in 0..64 {
-        writer.write(&[7; 64 * 1024]).unwrap();
+        writer.write_slice(&[7; 64 * 1024]).unwrap();
         assert_eq!(flush_now(&mut writer), FlushResult::default());
     }
 }
@@ -222,7 +222,7 @@ fn resume_threshold_above_pause_acts_as_the_pause_threshold() {
             .resume_threshold(1000),
     );
     let (wakes, waker) = counting_waker();
-    writer.write(&[0; 10]).unwrap();
+    writer.write_slice(&[0; 10]).unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
     assert_eq!(read_len_now(&mut reader), 10);
     reader.advance_to(0, 1).unwrap(); // 9 unexamined: below the (clamped) resume threshold of 10
@@ -247,7 +247,7 @@ fn min_segment_size_sets_the_size_of_rented_write_buffers() {
 fn the_pipe_rents_from_the_pool_given_in_the_options() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
-    writer.write(b"from my pool").unwrap();
+    writer.write_slice(b"from my pool").unwrap();
     assert_eq!(pool.stats().rents, 1);
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"from my pool");
@@ -288,11 +288,11 @@ fn empty_appends_writes_and_advances_stage_nothing() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
     writer.append(Packet::new()).unwrap();
     writer.append(Bytes::new()).unwrap();
-    writer.write(&[]).unwrap();
+    writer.write_slice(&[]).unwrap();
     writer.buffer_mut(10).unwrap();
     writer.advance(0).unwrap();
     assert_eq!(writer.unflushed_len(), 0);
@@ -300,11 +300,11 @@ fn empty_appends_writes_and_advances_stage_nothing() {
     assert_eq!(wakes.wakes(), 0);
     assert!(reader.try_read().unwrap().is_none());
     // Between real segments, empty ones leave no zero-length chunk.
-    writer.write(b"a").unwrap();
+    writer.write_slice(b"a").unwrap();
     writer.append(Packet::new()).unwrap();
     writer.append(Bytes::from_static(b"b")).unwrap();
     writer.append(Bytes::new()).unwrap();
-    writer.write(b"c").unwrap();
+    writer.write_slice(b"c").unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     assert!(result.buffer().chunks().all(|c| !c.is_empty()));
@@ -347,7 +347,7 @@ fn advance_commits_exactly_the_bytes_written() {
 fn write_stages_a_copy() {
     let (mut writer, mut reader) = pipe();
     let mut source = b"original".to_vec();
-    writer.write(&source).unwrap();
+    writer.write_slice(&source).unwrap();
     source.copy_from_slice(b"changed!");
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
@@ -361,8 +361,8 @@ fn write_stages_a_copy() {
 #[test]
 fn a_single_write_stays_one_segment() {
     let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
-    writer.write(&[1; 4000]).unwrap();
-    writer.write(&[2; 3000]).unwrap(); // does not fit in the first block's tail
+    writer.write_slice(&[1; 4000]).unwrap();
+    writer.write_slice(&[2; 3000]).unwrap(); // does not fit in the first block's tail
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     let lens: Vec<usize> = result.buffer().chunks().map(<[u8]>::len).collect();
@@ -374,10 +374,10 @@ fn staged_bytes_are_invisible_until_flush() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
 
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     writer.buffer_mut(3).unwrap()[..3].copy_from_slice(b"def");
     writer.advance(3).unwrap();
     writer.append(Bytes::from_static(b"ghi")).unwrap();
@@ -389,14 +389,14 @@ fn staged_bytes_are_invisible_until_flush() {
         "staged bytes must be invisible"
     );
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
 
     flush_now(&mut writer);
     assert_eq!(writer.unflushed_len(), 0);
     assert_eq!(wakes.wakes(), 1, "the flush wakes the waiting reader");
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_ready());
     assert_eq!(reader.last_read().unwrap().buffer().to_vec(), b"abcdefghi");
 }
@@ -405,9 +405,9 @@ fn staged_bytes_are_invisible_until_flush() {
 fn after_a_flush_the_writer_keeps_writing_into_the_tail_of_the_same_block() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
-    writer.write(b"first").unwrap();
+    writer.write_slice(b"first").unwrap();
     flush_now(&mut writer);
-    writer.write(b"second").unwrap();
+    writer.write_slice(b"second").unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     let chunks: Vec<&[u8]> = result.buffer().chunks().collect();
@@ -427,8 +427,8 @@ fn after_a_flush_the_writer_keeps_writing_into_the_tail_of_the_same_block() {
 fn unpaused_flush_returns_at_once_with_a_plain_result() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
-    writer.write(b"x").unwrap();
-    let mut flush = pin!(writer.flush());
+    writer.write_slice(b"x").unwrap();
+    let mut flush = pin!(writer.flush_pipe());
     match poll_once(flush.as_mut(), &waker) {
         Poll::Ready(Ok(result)) => {
             assert!(!result.is_completed());
@@ -445,7 +445,7 @@ fn zero_byte_flush_wakes_nobody() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
     for _ in 0..3 {
         assert_eq!(flush_now(&mut writer), FlushResult::default());
@@ -454,7 +454,7 @@ fn zero_byte_flush_wakes_nobody() {
     assert!(reader.try_read().unwrap().is_none());
 
     // After some traffic, with the reader waiting again (examined everything).
-    writer.write(b"data").unwrap();
+    writer.write_slice(b"data").unwrap();
     flush_now(&mut writer);
     assert_eq!(
         wakes.wakes(),
@@ -462,11 +462,11 @@ fn zero_byte_flush_wakes_nobody() {
         "a flush with bytes wakes the waiting reader"
     );
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_ready());
     reader.advance_to(0, 4).unwrap();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
     flush_now(&mut writer);
     flush_now(&mut writer);
@@ -478,12 +478,12 @@ fn flush_pauses_at_pause_threshold_and_resumes_below_resume() {
     let (mut writer, mut reader) =
         pipe_with(PipeOptions::new().pause_threshold(100).resume_threshold(50));
     let (wakes, waker) = counting_waker();
-    writer.write(&[1; 99]).unwrap();
+    writer.write_slice(&[1; 99]).unwrap();
     assert!(
         !flush_is_paused(&mut writer, &waker),
         "99 < 100: not paused"
     );
-    writer.write(&[2]).unwrap();
+    writer.write_slice(&[2]).unwrap();
     assert!(flush_is_paused(&mut writer, &waker), "100 >= 100: paused");
     // The data of a paused flush is published all the same.
     assert_eq!(read_len_now(&mut reader), 100);
@@ -502,9 +502,9 @@ fn flush_pauses_at_pause_threshold_and_resumes_below_resume() {
     assert!(!flush_is_paused(&mut writer, &waker));
 
     // Hysteresis: a new flush pauses only when the pause threshold is reached again.
-    writer.write(&[3; 50]).unwrap(); // 99 unexamined
+    writer.write_slice(&[3; 50]).unwrap(); // 99 unexamined
     assert!(!flush_is_paused(&mut writer, &waker));
-    writer.write(&[4]).unwrap(); // 100
+    writer.write_slice(&[4]).unwrap(); // 100
     assert!(flush_is_paused(&mut writer, &waker));
     // Consuming (not only examining) also counts.
     assert_eq!(read_len_now(&mut reader), 151);
@@ -518,8 +518,8 @@ fn paused_flush_future_completes_when_the_reader_catches_up() {
     let (mut writer, mut reader) =
         pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
     let (wakes, waker) = counting_waker();
-    writer.write(&[0; 20]).unwrap();
-    let mut flush = pin!(writer.flush());
+    writer.write_slice(&[0; 20]).unwrap();
+    let mut flush = pin!(writer.flush_pipe());
     assert!(poll_once(flush.as_mut(), &waker).is_pending());
     assert!(
         poll_once(flush.as_mut(), &waker).is_pending(),
@@ -545,7 +545,7 @@ async fn flush_await_waits_for_a_reader_task() {
         let mut total = 0usize;
         let mut sum = 0u64;
         loop {
-            let result = reader.read().await.unwrap();
+            let result = reader.read_buffer().await.unwrap();
             let buffer = result.buffer();
             sum += buffer
                 .chunks()
@@ -564,8 +564,8 @@ async fn flush_await_waits_for_a_reader_task() {
     for i in 0..500u32 {
         let frame = vec![(i % 256) as u8; 300];
         expected += frame.iter().map(|&b| u64::from(b)).sum::<u64>();
-        writer.write(&frame).unwrap();
-        let result = tokio::time::timeout(TIMEOUT, writer.flush())
+        writer.write_slice(&frame).unwrap();
+        let result = tokio::time::timeout(TIMEOUT, writer.flush_pipe())
             .await
             .expect("flush hung")
             .unwrap();
@@ -588,11 +588,11 @@ fn cancel_pending_flush_keeps_data_committed() {
         pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
     let canceler = writer.canceler();
     let (wakes, waker) = counting_waker();
-    writer.write(b"0123456789abcdef").unwrap();
+    writer.write_slice(b"0123456789abcdef").unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
     canceler.cancel_pending_flush();
     assert_eq!(wakes.wakes(), 1, "canceling wakes the paused flush");
-    match writer.poll_flush(&mut Context::from_waker(&waker)) {
+    match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(Ok(result)) => {
             assert!(result.is_canceled());
             assert!(!result.is_completed());
@@ -605,7 +605,7 @@ fn cancel_pending_flush_keeps_data_committed() {
         "canceled flush lost its data"
     );
     // Nothing is published twice or lost afterwards either.
-    writer.write(b"!").unwrap();
+    writer.write_slice(b"!").unwrap();
     reader.advance_to(16, 16).unwrap();
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"!");
@@ -617,10 +617,10 @@ fn cancel_pending_flush_is_one_shot() {
         pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
     let canceler = writer.canceler();
     let (_, waker) = counting_waker();
-    writer.write(&[0; 20]).unwrap();
+    writer.write_slice(&[0; 20]).unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
     canceler.cancel_pending_flush();
-    let Poll::Ready(Ok(result)) = writer.poll_flush(&mut Context::from_waker(&waker)) else {
+    let Poll::Ready(Ok(result)) = writer.poll_flush_pipe(&mut Context::from_waker(&waker)) else {
         panic!("canceled flush did not return");
     };
     assert!(result.is_canceled());
@@ -645,9 +645,9 @@ async fn cancel_pending_flush_from_another_task() {
     let (mut writer, mut reader) =
         pipe_with(PipeOptions::new().pause_threshold(8).resume_threshold(4));
     let canceler = writer.canceler();
-    writer.write(&[9; 8]).unwrap();
+    writer.write_slice(&[9; 8]).unwrap();
     let flushing = tokio::spawn(async move {
-        let result = writer.flush().await.unwrap();
+        let result = writer.flush_pipe().await.unwrap();
         (result, writer)
     });
     // The task either is paused already or will see the flag when it polls: one-shot either way.
@@ -670,7 +670,7 @@ fn cancel_pending_read_is_one_shot() {
 
     // A waiting read is woken and returns `is_canceled`.
     {
-        let mut read = pin!(reader.read());
+        let mut read = pin!(reader.read_buffer());
         assert!(poll_once(read.as_mut(), &waker).is_pending());
         canceler.cancel_pending_read();
         assert_eq!(wakes.wakes(), 1);
@@ -685,13 +685,13 @@ fn cancel_pending_read_is_one_shot() {
     }
     // Only once: the next read waits again.
     {
-        let mut read = pin!(reader.read());
+        let mut read = pin!(reader.read_buffer());
         assert!(poll_once(read.as_mut(), &waker).is_pending());
     }
     assert!(reader.try_read().unwrap().is_none());
 
     // A cancel with no read pending applies to the next read, once; the data is untouched.
-    writer.write(b"kept").unwrap();
+    writer.write_slice(b"kept").unwrap();
     flush_now(&mut writer);
     canceler.cancel_pending_read();
     {
@@ -719,12 +719,12 @@ fn poll_read_of_a_canceled_read_reports_is_canceled_through_last_read() {
     let canceler = reader.canceler();
     let (wakes, waker) = counting_waker();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
     canceler.cancel_pending_read();
     assert_eq!(wakes.wakes(), 1);
     assert!(matches!(
-        reader.poll_read(&mut Context::from_waker(&waker)),
+        reader.poll_read_buffer(&mut Context::from_waker(&waker)),
         Poll::Ready(Ok(()))
     ));
     let result = reader.last_read().expect("poll_read returned Ready");
@@ -761,16 +761,16 @@ fn writer_completion_commits_staged_data() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     writer.buffer_mut(3).unwrap()[..3].copy_from_slice(b"def");
     writer.advance(3).unwrap();
     writer.append(Bytes::from_static(b"ghi")).unwrap();
     writer.complete();
     assert_eq!(wakes.wakes(), 1, "completion wakes the reader");
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_ready());
     let result = reader.last_read().unwrap();
     assert_eq!(
@@ -785,14 +785,14 @@ fn writer_completion_commits_staged_data() {
 fn writer_drop_completes_and_commits_staged_data() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
-    writer.write(b"flushed ").unwrap();
+    writer.write_slice(b"flushed ").unwrap();
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"flushed ");
     reader.advance_to(0, 8).unwrap();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
-    writer.write(b"staged").unwrap();
+    writer.write_slice(b"staged").unwrap();
     drop(writer);
     assert_eq!(wakes.wakes(), 1, "dropping the writer wakes the reader");
     let result = reader.try_read().unwrap().unwrap();
@@ -811,7 +811,9 @@ fn writer_completion_is_seen_only_after_every_byte_across_threads() {
         let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
         let t = thread::spawn(move || {
             for i in 0..20u32 {
-                writer.write(&(round * 100 + i).to_le_bytes()).unwrap();
+                writer
+                    .write_slice(&(round * 100 + i).to_le_bytes())
+                    .unwrap();
                 if i % 3 == 0 {
                     writer.flush_blocking().unwrap();
                 }
@@ -851,9 +853,9 @@ fn completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader() {
         let (ready, go) = (ready.clone(), go.clone());
         move || {
             for (round, mut writer) in rx.into_iter().enumerate() {
-                writer.write(b"first").unwrap();
+                writer.write_slice(b"first").unwrap();
                 writer.flush_blocking().unwrap();
-                writer.write(b"last").unwrap(); // staged: committed by the completion
+                writer.write_slice(b"last").unwrap(); // staged: committed by the completion
                 ready.store(round, Ordering::SeqCst);
                 while go.load(Ordering::SeqCst) != round {
                     assert!(start.elapsed() < TIMEOUT, "the reader never started");
@@ -897,9 +899,9 @@ fn completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader() {
 #[test]
 fn writer_error_delivered_on_every_later_read_after_the_data() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     flush_now(&mut writer);
-    writer.write(b"de").unwrap(); // staged: committed by the completion
+    writer.write_slice(b"de").unwrap(); // staged: committed by the completion
     writer.complete_with_error(boom("connection reset"));
 
     // First the data, all of it.
@@ -941,7 +943,7 @@ fn writer_error_delivered_on_every_later_read_after_the_data() {
 #[test]
 fn writer_error_delivered_after_the_data_for_read_at_least_too() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     writer.complete_with_error("truncated");
     let (_, waker) = counting_waker();
     // The 3 bytes were flushed before the error and never seen: like read(), read_at_least must
@@ -967,11 +969,11 @@ fn writer_error_wakes_a_waiting_reader_and_then_is_delivered() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
     assert!(reader
-        .poll_read(&mut Context::from_waker(&waker))
+        .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
     writer.complete_with_error("producer failed");
     assert_eq!(wakes.wakes(), 1);
-    match reader.poll_read(&mut Context::from_waker(&waker)) {
+    match reader.poll_read_buffer(&mut Context::from_waker(&waker)) {
         Poll::Ready(Err(e)) => assert_peer_error(&e, "writer", "producer failed"),
         other => panic!("expected the writer's error, got {other:?}"),
     }
@@ -992,7 +994,7 @@ fn first_completion_wins() {
 
     // Writer: a clean completion first; a later error is ignored.
     let (mut writer, mut reader) = pipe();
-    writer.write(b"x").unwrap();
+    writer.write_slice(b"x").unwrap();
     writer.complete();
     writer.complete_with_error("too late");
     for _ in 0..2 {
@@ -1027,7 +1029,7 @@ fn first_completion_wins() {
 #[test]
 fn completing_twice_is_harmless() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"once").unwrap();
+    writer.write_slice(b"once").unwrap();
     writer.complete();
     writer.complete();
     drop(writer); // Drop completes a third time
@@ -1055,7 +1057,7 @@ fn read_returns_every_flushed_unconsumed_byte_as_segments() {
     writer.append(Bytes::from_static(b"one ")).unwrap();
     flush_now(&mut writer);
     writer.append(Bytes::from_static(b"two ")).unwrap();
-    writer.write(b"three").unwrap();
+    writer.write_slice(b"three").unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     assert_eq!(
@@ -1064,7 +1066,7 @@ fn read_returns_every_flushed_unconsumed_byte_as_segments() {
     );
     assert!(!result.is_completed() && !result.is_canceled());
     reader.advance_to(6, 13).unwrap(); // consumed "one tw"
-    writer.write(b"!").unwrap();
+    writer.write_slice(b"!").unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     assert_eq!(result.buffer().to_vec(), b"o three!");
@@ -1076,12 +1078,12 @@ fn read_waits_while_there_is_nothing_beyond_the_examined_point() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
     {
-        let mut read = pin!(reader.read());
+        let mut read = pin!(reader.read_buffer());
         assert!(
             poll_once(read.as_mut(), &waker).is_pending(),
             "read of an empty pipe must wait"
         );
-        writer.write(b"abc").unwrap();
+        writer.write_slice(b"abc").unwrap();
         flush_now(&mut writer);
         assert_eq!(wakes.wakes(), 1);
         match poll_once(read.as_mut(), &waker) {
@@ -1092,9 +1094,9 @@ fn read_waits_while_there_is_nothing_beyond_the_examined_point() {
     // Examined == length: the next read waits for new data, though the bytes are unconsumed.
     reader.advance_to(1, 3).unwrap();
     assert!(reader.try_read().unwrap().is_none());
-    let mut read = pin!(reader.read());
+    let mut read = pin!(reader.read_buffer());
     assert!(poll_once(read.as_mut(), &waker).is_pending());
-    writer.write(b"d").unwrap();
+    writer.write_slice(b"d").unwrap();
     flush_now(&mut writer);
     assert_eq!(wakes.wakes(), 2);
     match poll_once(read.as_mut(), &waker) {
@@ -1108,7 +1110,7 @@ fn read_waits_while_there_is_nothing_beyond_the_examined_point() {
 #[test]
 fn examined_short_of_the_length_lets_the_next_read_return_at_once() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"abcdef").unwrap();
+    writer.write_slice(b"abcdef").unwrap();
     flush_now(&mut writer);
     assert_eq!(read_len_now(&mut reader), 6);
     reader.advance_to(2, 5).unwrap();
@@ -1122,11 +1124,11 @@ fn examined_may_move_backwards_and_the_furthest_counts() {
     let (mut writer, mut reader) =
         pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
     let (wakes, waker) = counting_waker();
-    writer.write(&[1; 8]).unwrap();
+    writer.write_slice(&[1; 8]).unwrap();
     flush_now(&mut writer);
     assert_eq!(read_len_now(&mut reader), 8);
     reader.advance_to(0, 8).unwrap(); // furthest examined: 8
-    writer.write(&[2; 8]).unwrap();
+    writer.write_slice(&[2; 8]).unwrap();
     flush_now(&mut writer); // 16 - 8 = 8 unexamined < 10
     assert_eq!(read_len_now(&mut reader), 16);
     reader
@@ -1140,7 +1142,7 @@ fn examined_may_move_backwards_and_the_furthest_counts() {
         !flush_is_paused(&mut writer, &waker),
         "a backwards examined re-paused the writer"
     );
-    writer.write(&[3; 2]).unwrap(); // 18 - 8 = 10: paused
+    writer.write_slice(&[3; 2]).unwrap(); // 18 - 8 = 10: paused
     assert!(flush_is_paused(&mut writer, &waker));
     assert_eq!(read_len_now(&mut reader), 18);
     reader.advance_to(0, 13).unwrap(); // furthest 13: 5 unexamined, not below 5
@@ -1187,7 +1189,7 @@ fn consumed_bytes_are_released_and_blocks_go_home() {
 fn try_read_never_waits() {
     let (mut writer, mut reader) = pipe();
     assert!(reader.try_read().unwrap().is_none(), "empty pipe");
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     assert!(reader.try_read().unwrap().is_none(), "staged only");
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"abc");
@@ -1215,14 +1217,14 @@ fn read_at_least_waits_for_n_bytes_or_completion() {
     {
         let mut read = pin!(reader.read_at_least(10));
         assert!(poll_once(read.as_mut(), &waker).is_pending());
-        writer.write(&[1; 6]).unwrap();
+        writer.write_slice(&[1; 6]).unwrap();
         flush_now(&mut writer);
         assert_eq!(wakes.wakes(), 1);
         assert!(
             poll_once(read.as_mut(), &waker).is_pending(),
             "6 < 10 bytes"
         );
-        writer.write(&[2; 4]).unwrap();
+        writer.write_slice(&[2; 4]).unwrap();
         flush_now(&mut writer);
         match poll_once(read.as_mut(), &waker) {
             Poll::Ready(Ok(result)) => assert_eq!(result.buffer().len(), 10),
@@ -1257,7 +1259,7 @@ fn read_at_least_lifts_backpressure() {
         pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
     let (writer_wakes, writer_waker) = counting_waker();
     let (reader_wakes, reader_waker) = counting_waker();
-    writer.write(&[1; 20]).unwrap();
+    writer.write_slice(&[1; 20]).unwrap();
     assert!(flush_is_paused(&mut writer, &writer_waker));
     {
         let mut read = pin!(reader.read_at_least(40));
@@ -1271,12 +1273,12 @@ fn read_at_least_lifts_backpressure() {
             !flush_is_paused(&mut writer, &writer_waker),
             "backpressure not lifted"
         );
-        writer.write(&[2; 10]).unwrap();
+        writer.write_slice(&[2; 10]).unwrap();
         assert!(
             !flush_is_paused(&mut writer, &writer_waker),
             "30 of 40 bytes: still lifted"
         );
-        writer.write(&[3; 10]).unwrap();
+        writer.write_slice(&[3; 10]).unwrap();
         // 40 published: the reader is satisfied, so ordinary backpressure applies again.
         assert!(flush_is_paused(&mut writer, &writer_waker));
         assert!(reader_wakes.wakes() >= 1);
@@ -1296,12 +1298,12 @@ fn read_at_least_dropped_while_waiting_restores_backpressure() {
     let (mut writer, mut reader) =
         pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
     let (_, waker) = counting_waker();
-    writer.write(&[1; 10]).unwrap();
+    writer.write_slice(&[1; 10]).unwrap();
     assert!(!flush_is_paused(&mut writer, &waker));
     {
         let mut read = pin!(reader.read_at_least(100));
         assert!(poll_once(read.as_mut(), &waker).is_pending());
-        writer.write(&[2; 10]).unwrap();
+        writer.write_slice(&[2; 10]).unwrap();
         assert!(
             !flush_is_paused(&mut writer, &waker),
             "lifted while the read waits"
@@ -1320,7 +1322,7 @@ fn read_at_least_lifts_backpressure_across_threads() {
     let (tx, rx) = mpsc::channel();
     let w = thread::spawn(move || {
         for i in 0..10u8 {
-            writer.write(&[i; 10]).unwrap();
+            writer.write_slice(&[i; 10]).unwrap();
             writer.flush_blocking().unwrap();
         }
         writer
@@ -1434,8 +1436,8 @@ fn take_frame_default_copy_threshold_is_the_documented_one() {
 fn take_frame_outlives_the_pipe() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new().copy_threshold(16));
-    writer.write(b"tiny").unwrap();
-    writer.write(&[b'L'; 5000]).unwrap();
+    writer.write_slice(b"tiny").unwrap();
+    writer.write_slice(&[b'L'; 5000]).unwrap();
     flush_now(&mut writer);
     reader.try_read().unwrap().unwrap();
     let tiny = reader.take_frame(4).unwrap();
@@ -1451,7 +1453,7 @@ fn take_frame_outlives_the_pipe() {
 #[test]
 fn take_frame_shrinks_the_read_buffer_and_advance_to_is_relative_to_what_is_left() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"\x03abc\x02de\x04fg").unwrap();
+    writer.write_slice(b"\x03abc\x02de\x04fg").unwrap();
     flush_now(&mut writer);
     reader.try_read().unwrap().unwrap();
     let mut frames = Vec::new();
@@ -1471,7 +1473,7 @@ fn take_frame_shrinks_the_read_buffer_and_advance_to_is_relative_to_what_is_left
     // Relative to what is left: examined 3 = everything, so the next read waits.
     reader.advance_to(0, 3).unwrap();
     assert!(reader.try_read().unwrap().is_none());
-    writer.write(b"hi").unwrap();
+    writer.write_slice(b"hi").unwrap();
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"\x04fghi");
 }
@@ -1519,7 +1521,7 @@ fn reader_completion_releases_everything_it_holds_and_wakes_a_paused_flush() {
         "unconsumed bytes must be released at completion"
     );
     assert_eq!(wakes.wakes(), 1, "a paused flush is woken");
-    match writer.poll_flush(&mut Context::from_waker(&waker)) {
+    match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(Ok(result)) => {
             assert!(result.is_completed());
             assert!(!result.is_canceled());
@@ -1533,9 +1535,9 @@ fn reader_completion_releases_everything_it_holds_and_wakes_a_paused_flush() {
 fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_nothing() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
-    writer.write(&[1; 1000]).unwrap(); // block A (the writer's buffer)
+    writer.write_slice(&[1; 1000]).unwrap(); // block A (the writer's buffer)
     flush_now(&mut writer);
-    writer.write(&[2; 500]).unwrap(); // staged, in block A's tail
+    writer.write_slice(&[2; 500]).unwrap(); // staged, in block A's tail
     writer.append(pooled(&pool, &[3; 100])).unwrap(); // staged, block B
     assert_eq!(read_len_now(&mut reader), 1000);
     reader.advance_to(10, 10).unwrap();
@@ -1553,7 +1555,7 @@ fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_
     // Later writes of every kind are accepted, discarded, and rent nothing.
     let rents = pool.stats().rents;
     for _ in 0..10 {
-        writer.write(&[4; 10_000]).unwrap();
+        writer.write_slice(&[4; 10_000]).unwrap();
         let space = writer.buffer_mut(100_000).unwrap();
         assert!(space.len() >= 100_000);
         writer.advance(100_000).unwrap();
@@ -1575,13 +1577,13 @@ fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_
 fn a_write_into_the_current_buffer_after_reader_completion_is_discarded() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
-    writer.write(b"before").unwrap();
+    writer.write_slice(b"before").unwrap();
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"before");
     reader.advance_to(6, 6).unwrap();
     reader.complete();
     assert_eq!(pool.stats().outstanding, 1, "only the writer's own buffer");
-    writer.write(b"after").unwrap(); // fits in the current buffer
+    writer.write_slice(b"after").unwrap(); // fits in the current buffer
     assert!(writer.flush_blocking().unwrap().is_completed());
     assert_eq!(
         pool.stats().outstanding,
@@ -1594,7 +1596,7 @@ fn a_write_into_the_current_buffer_after_reader_completion_is_discarded() {
 fn reader_completion_makes_later_writes_rent_nothing_once_noticed() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
-    writer.write(&[1; 1000]).unwrap();
+    writer.write_slice(&[1; 1000]).unwrap();
     flush_now(&mut writer);
     assert_eq!(read_len_now(&mut reader), 1000);
     reader.advance_to(1000, 1000).unwrap();
@@ -1603,7 +1605,7 @@ fn reader_completion_makes_later_writes_rent_nothing_once_noticed() {
     assert_eq!(pool.stats().outstanding, 0);
     let rents = pool.stats().rents;
     for _ in 0..10 {
-        writer.write(&[4; 10_000]).unwrap();
+        writer.write_slice(&[4; 10_000]).unwrap();
         writer.buffer_mut(100_000).unwrap();
         writer.advance(100_000).unwrap();
         writer.append(pooled(&pool, b"dropped at once")).unwrap();
@@ -1630,7 +1632,7 @@ fn reader_drop_completes_and_releases_a_paused_writer_on_another_thread() {
     let t = thread::spawn(move || {
         let mut frames = 0u64;
         loop {
-            writer.write(&[0xAB; 300]).unwrap();
+            writer.write_slice(&[0xAB; 300]).unwrap();
             let result = writer.flush_blocking().unwrap();
             frames += 1;
             if result.is_completed() {
@@ -1662,16 +1664,16 @@ fn reader_drop_completes_and_releases_a_paused_writer_on_another_thread() {
 fn reader_error_delivered_on_every_later_flush() {
     let (mut writer, mut reader) = pipe();
     let (wakes, waker) = counting_waker();
-    writer.write(&[0; 100_000]).unwrap();
+    writer.write_slice(&[0; 100_000]).unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
     reader.complete_with_error(boom("parser gave up"));
     assert_eq!(wakes.wakes(), 1);
-    match writer.poll_flush(&mut Context::from_waker(&waker)) {
+    match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(Err(e)) => assert_peer_error(&e, "reader", "parser gave up"),
         other => panic!("expected the reader's error, got {other:?}"),
     }
     for _ in 0..3 {
-        writer.write(b"accepted and discarded").unwrap();
+        writer.write_slice(b"accepted and discarded").unwrap();
         let e = writer.flush_blocking().unwrap_err();
         assert_peer_error(&e, "reader", "parser gave up");
     }
@@ -1702,7 +1704,7 @@ fn assert_reader_intact(writer: &mut PipeWriter, reader: &mut PipeReader) {
         b"hello"
     );
     reader.advance_to(2, 5).unwrap();
-    writer.write(b"!").unwrap();
+    writer.write_slice(b"!").unwrap();
     flush_now(writer);
     assert_eq!(read_now(reader), b"llo!");
     reader.advance_to(4, 4).unwrap();
@@ -1837,7 +1839,7 @@ fn read_after_reader_completed_is_an_error_and_the_writer_still_works() {
     );
     let (_, waker) = counting_waker();
     {
-        let mut read = pin!(reader.read());
+        let mut read = pin!(reader.read_buffer());
         assert!(matches!(
             poll_once(read.as_mut(), &waker),
             Poll::Ready(Err(Error::ReaderCompleted))
@@ -1853,16 +1855,19 @@ fn read_after_reader_completed_is_an_error_and_the_writer_still_works() {
         std::io::ErrorKind::BrokenPipe
     );
     // The writer is told, and keeps working (its writes are discarded).
-    writer.write(b"more").unwrap();
+    writer.write_slice(b"more").unwrap();
     assert!(writer.flush_blocking().unwrap().is_completed());
 }
 
 #[test]
 fn writes_after_writer_completed_are_errors_and_the_data_stays_readable() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"kept").unwrap();
+    writer.write_slice(b"kept").unwrap();
     writer.complete();
-    assert_eq!(writer.write(b"x").unwrap_err(), Error::WriterCompleted);
+    assert_eq!(
+        writer.write_slice(b"x").unwrap_err(),
+        Error::WriterCompleted
+    );
     assert_eq!(
         writer.append(Bytes::from_static(b"x")).unwrap_err(),
         Error::WriterCompleted
@@ -1875,7 +1880,7 @@ fn writes_after_writer_completed_are_errors_and_the_data_stays_readable() {
     assert_eq!(writer.flush_blocking().unwrap_err(), Error::WriterCompleted);
     let (_, waker) = counting_waker();
     assert!(matches!(
-        writer.poll_flush(&mut Context::from_waker(&waker)),
+        writer.poll_flush_pipe(&mut Context::from_waker(&waker)),
         Poll::Ready(Err(Error::WriterCompleted))
     ));
     let e = Error::WriterCompleted;
@@ -1964,7 +1969,7 @@ fn writer_advance_with_no_buffer_is_an_error() {
 #[test]
 fn writer_advance_after_write_without_buffer_mut_is_an_error() {
     let (mut writer, mut reader) = pipe();
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     let e = writer.advance(5).unwrap_err();
     assert_eq!(
         e,
@@ -2169,9 +2174,9 @@ fn blocking_forms_stream_length_prefixed_frames_across_threads() {
             checksum = frame.iter().fold(checksum, |c, &b| {
                 c.wrapping_mul(31).wrapping_add(u64::from(b))
             });
-            writer.write(&(len as u32).to_be_bytes()).unwrap();
+            writer.write_slice(&(len as u32).to_be_bytes()).unwrap();
             if i % 2 == 0 {
-                writer.write(&frame).unwrap();
+                writer.write_slice(&frame).unwrap();
             } else {
                 writer.append(frame).unwrap();
             }
@@ -2228,7 +2233,7 @@ fn flush_blocking_parks_until_the_reader_catches_up() {
         pipe_with(PipeOptions::new().pause_threshold(100).resume_threshold(50));
     let (tx, rx) = mpsc::channel();
     let t = thread::spawn(move || {
-        writer.write(&[1; 150]).unwrap();
+        writer.write_slice(&[1; 150]).unwrap();
         let result = writer.flush_blocking().unwrap(); // paused until the reader examines 101+
         tx.send(result).unwrap();
         writer

@@ -525,7 +525,7 @@ impl Model {
     }
 
     /// A poll of a flush: `fresh` for a new `flush()` future (which forgets an earlier pause).
-    fn poll_flush(&mut self, fresh: bool) -> Outcome<(bool, bool)> {
+    fn poll_flush_pipe(&mut self, fresh: bool) -> Outcome<(bool, bool)> {
         if fresh {
             self.writer_paused = false;
         }
@@ -605,7 +605,7 @@ impl Model {
     }
 
     /// A poll of a read. Returns the outcome and whether it woke a pending flush.
-    fn poll_read(&mut self, want: Want) -> Outcome<(bool, bool)> {
+    fn poll_read_buffer(&mut self, want: Want) -> Outcome<(bool, bool)> {
         if self.reader_done {
             return Outcome::Err(Expect::ReaderCompleted);
         }
@@ -944,7 +944,7 @@ impl Harness {
             Op::Advance { n, over } => self.advance(n, over),
             Op::Write { len } => {
                 let data = self.fresh_bytes(len);
-                let result = self.writer.as_mut().unwrap().write(&data);
+                let result = self.writer.as_mut().unwrap().write_slice(&data);
                 if self.m.writer_done {
                     self.expect_err(result, &Expect::WriterCompleted);
                 } else {
@@ -1130,15 +1130,15 @@ impl Harness {
         self.flush_wakes_seen = 0;
         let mut cx = Context::from_waker(&self.flush_waker);
         let actual = if fresh {
-            let mut future = writer.flush();
+            let mut future = writer.flush_pipe();
             Pin::new(&mut future).poll(&mut cx)
         } else {
-            writer.poll_flush(&mut cx)
+            writer.poll_flush_pipe(&mut cx)
         };
         let was_pending = self.m.flush_pending;
         let reader_needs_lifts = self.m.reader_needs > self.m.published;
         let woken = self.flush_wakes_seen_before_poll;
-        let expected = self.m.poll_flush(fresh);
+        let expected = self.m.poll_flush_pipe(fresh);
         cover_flush(
             &expected,
             was_pending && !fresh,
@@ -1243,7 +1243,7 @@ impl Harness {
         };
         self.read_wakes.reset();
         self.read_wakes_seen = 0;
-        let expected = self.m.poll_read(want);
+        let expected = self.m.poll_read_buffer(want);
         match (&expected, was_pending) {
             (Outcome::Pending, false) => {
                 cover("read waited");
@@ -1275,7 +1275,7 @@ impl Harness {
         let actual: Poll<Result<(bool, Option<bool>), Error>> = match form {
             ReadForm::Future => {
                 let mut future = match want {
-                    Want::New => reader.read(),
+                    Want::New => reader.read_buffer(),
                     Want::AtLeast(n) => reader.read_at_least(n),
                 };
                 match Pin::new(&mut future).poll(&mut cx) {
@@ -1289,7 +1289,7 @@ impl Harness {
             }
             ReadForm::Poll => {
                 let polled = match want {
-                    Want::New => reader.poll_read(&mut cx),
+                    Want::New => reader.poll_read_buffer(&mut cx),
                     Want::AtLeast(n) => reader.poll_read_at_least(&mut cx, n),
                 };
                 match polled {
@@ -1657,7 +1657,7 @@ fn pipe_agrees_with_model() {
 #[test]
 fn read_at_least_returns_bytes_before_the_writers_error() {
     let (mut writer, mut reader) = packetpipe::pipe::pipe();
-    writer.write(b"abc").unwrap();
+    writer.write_slice(b"abc").unwrap();
     writer.complete_with_error("boom");
     // A plain read gets the three bytes first:
     //   reader.read_blocking() -> Ok(buffer "abc", is_completed false)
@@ -1678,9 +1678,12 @@ fn poll_read_reports_cancellation_through_last_read() {
     let (writer, mut reader) = packetpipe::pipe::pipe();
     let waker = Waker::from(Arc::new(CountWaker::default()));
     let mut cx = Context::from_waker(&waker);
-    assert!(reader.poll_read(&mut cx).is_pending());
+    assert!(reader.poll_read_buffer(&mut cx).is_pending());
     reader.canceler().cancel_pending_read();
-    assert!(matches!(reader.poll_read(&mut cx), Poll::Ready(Ok(()))));
+    assert!(matches!(
+        reader.poll_read_buffer(&mut cx),
+        Poll::Ready(Ok(()))
+    ));
     let result = reader
         .last_read()
         .expect("a result after a ready poll_read");

@@ -218,11 +218,11 @@ fn write_frames(
                 rng.fill(&mut scratch[4..4 + len]);
                 sum = fnv(sum, &scratch[4..4 + len]);
                 if rng.below(2) == 0 {
-                    writer.write(&header).unwrap();
-                    writer.write(&scratch[4..4 + len]).unwrap();
+                    writer.write_slice(&header).unwrap();
+                    writer.write_slice(&scratch[4..4 + len]).unwrap();
                 } else {
                     scratch[..4].copy_from_slice(&header);
-                    writer.write(&scratch[..4 + len]).unwrap();
+                    writer.write_slice(&scratch[..4 + len]).unwrap();
                 }
             }
             // One buffer_mut for the whole frame, filled in place.
@@ -256,7 +256,7 @@ fn write_frames(
                 let off = rng.below((static_data().len() - len) as u64) as usize;
                 let payload: &'static [u8] = &static_data()[off..off + len];
                 sum = fnv(sum, payload);
-                writer.write(&header).unwrap();
+                writer.write_slice(&header).unwrap();
                 if rng.below(2) == 0 {
                     writer.append(payload).unwrap();
                 } else {
@@ -291,7 +291,7 @@ fn write_frames(
             let result = if rng.below(4) == 0 {
                 writer.flush_blocking().unwrap()
             } else {
-                let (result, waited) = block_on(writer.flush());
+                let (result, waited) = block_on(writer.flush_pipe());
                 report.flushes_waited += u64::from(waited);
                 result.unwrap()
             };
@@ -339,7 +339,7 @@ fn read_frames(
         let (completed, canceled) = {
             let (result, waited) = match (at_least, rng.below(4)) {
                 (false, 0) => (reader.read_blocking(), false),
-                (false, _) => block_on(reader.read()),
+                (false, _) => block_on(reader.read_buffer()),
                 (true, 0) => (reader.read_at_least_blocking(need), false),
                 (true, _) => block_on(reader.read_at_least(need)),
             };

@@ -100,7 +100,7 @@ impl<T> Drop for Hold<T> {
 pub fn read_to_end(reader: &mut PipeReader, want: usize) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
     loop {
-        let result = block_on(reader.read()).expect("read");
+        let result = block_on(reader.read_buffer()).expect("read");
         let bytes = result.buffer().to_vec();
         let completed = result.is_completed();
         got.extend_from_slice(&bytes);

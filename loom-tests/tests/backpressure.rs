@@ -18,10 +18,10 @@ fn paused_flush_resumes_model() {
         let (mut writer, mut reader) = pipe(options());
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
-            let first = block_on(writer.flush()).unwrap();
+            let first = block_on(writer.flush_pipe()).unwrap();
             assert!(!first.is_completed() && !first.is_canceled(), "{first:?}");
             writer.append(&b"e"[..]).unwrap();
-            block_on(writer.flush()).unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer
         });
         let (got, completed) = packetpipe_loom_tests::read_to_end(&mut reader, 5);
@@ -50,12 +50,12 @@ fn reader_completion_wakes_paused_flush() {
         let (mut writer, mut reader) = pipe(options());
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
-            let result = block_on(writer.flush()).unwrap();
+            let result = block_on(writer.flush_pipe()).unwrap();
             assert!(result.is_completed(), "{result:?}");
             assert!(!result.is_canceled(), "{result:?}");
             writer
         });
-        let len = block_on(reader.read()).unwrap().buffer().len();
+        let len = block_on(reader.read_buffer()).unwrap().buffer().len();
         assert!(len > 0);
         reader.complete();
         drop(producer.join().unwrap());

@@ -16,13 +16,13 @@ fn cancel_read_model() {
         let cancel = thread::spawn(move || canceler.cancel_pending_read());
         let producer = thread::spawn(move || {
             writer.append(&b"a"[..]).unwrap();
-            block_on(writer.flush()).unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer
         });
         let mut canceled = 0;
         let mut got = Vec::new();
         while canceled == 0 || got.is_empty() {
-            let result = block_on(reader.read()).unwrap();
+            let result = block_on(reader.read_buffer()).unwrap();
             assert!(!result.is_completed());
             if result.is_canceled() {
                 canceled += 1;
@@ -68,18 +68,18 @@ fn cancel_pending_flush_exactly_once() {
         let cancel = thread::spawn(move || canceler.cancel_pending_flush());
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
-            let result = block_on(writer.flush()).unwrap();
+            let result = block_on(writer.flush_pipe()).unwrap();
             assert!(!result.is_completed());
             (writer, result.is_canceled())
         });
-        let result = block_on(reader.read()).unwrap();
+        let result = block_on(reader.read_buffer()).unwrap();
         assert_eq!(result.buffer().to_vec(), b"abcd");
         reader.advance_to(4, 4).unwrap();
         cancel.join().unwrap();
         let (mut writer, first_canceled) = producer.join().unwrap();
         // Not paused now (the reader examined everything): this flush returns at once, canceled
         // only if the cancel was not consumed by the first.
-        let next = block_on(writer.flush()).unwrap();
+        let next = block_on(writer.flush_pipe()).unwrap();
         assert!(!next.is_completed());
         assert!(
             first_canceled != next.is_canceled(),
@@ -87,7 +87,7 @@ fn cancel_pending_flush_exactly_once() {
             next.is_canceled()
         );
         assert!(
-            !block_on(writer.flush()).unwrap().is_canceled(),
+            !block_on(writer.flush_pipe()).unwrap().is_canceled(),
             "a cancel reported twice"
         );
     });

@@ -23,7 +23,7 @@ fn end_after_data_model(end: End) {
         let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
         let producer = thread::spawn(move || {
             writer.append(&b"ab"[..]).unwrap();
-            block_on(writer.flush()).unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer.append(&b"c"[..]).unwrap();
             finish(writer, end);
         });
@@ -49,7 +49,7 @@ fn finish(mut writer: Hold<PipeWriter>, end: End) {
 fn read_until_end(reader: &mut PipeReader) -> (Vec<u8>, Option<String>) {
     let mut got = Vec::new();
     loop {
-        let result = match block_on(reader.read()) {
+        let result = match block_on(reader.read_buffer()) {
             Ok(result) => result,
             Err(e) => return (got, Some(e.to_string())),
         };

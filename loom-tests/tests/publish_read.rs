@@ -13,9 +13,9 @@ fn flushes_arrive_in_order_model() {
         let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
         let producer = thread::spawn(move || {
             writer.append(&b"ab"[..]).unwrap();
-            block_on(writer.flush()).unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer.append(&b"c"[..]).unwrap();
-            block_on(writer.flush()).unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer
         });
         let (got, completed) = packetpipe_loom_tests::read_to_end(&mut reader, 3);

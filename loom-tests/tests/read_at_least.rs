@@ -17,9 +17,9 @@ fn read_at_least_lifts_backpressure() {
             pipe(PipeOptions::new().pause_threshold(4).resume_threshold(2));
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
-            block_on(writer.flush()).unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer.append(&b"ef"[..]).unwrap();
-            let second = block_on(writer.flush()).unwrap();
+            let second = block_on(writer.flush_pipe()).unwrap();
             assert!(
                 !second.is_completed() && !second.is_canceled(),
                 "{second:?}"

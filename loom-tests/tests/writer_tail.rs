@@ -25,10 +25,10 @@ fn writer_tail_vs_reader_head() {
             .pool(pool.clone());
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
-            writer.write(b"ab").unwrap();
-            block_on(writer.flush()).unwrap();
-            writer.write(b"cd").unwrap();
-            block_on(writer.flush()).unwrap();
+            writer.write_slice(b"ab").unwrap();
+            block_on(writer.flush_pipe()).unwrap();
+            writer.write_slice(b"cd").unwrap();
+            block_on(writer.flush_pipe()).unwrap();
             writer.complete();
         });
         let (got, _) = packetpipe_loom_tests::read_to_end(&mut reader, usize::MAX);

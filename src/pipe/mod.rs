@@ -6,7 +6,7 @@
 //! let (mut writer, mut reader) = pipe();
 //! let producer = std::thread::spawn(move || -> Result<(), packetpipe::Error> {
 //!     for i in 0..100u32 {
-//!         writer.write(&i.to_be_bytes())?;
+//!         writer.write_slice(&i.to_be_bytes())?;
 //!         writer.flush_blocking()?;
 //!     }
 //!     Ok(()) // dropping the writer completes it
@@ -74,8 +74,8 @@
 //!
 //! | waiter | waits in | woken by |
 //! |---|---|---|
-//! | reader | `read` (no byte beyond the examined point), `read_at_least(n)` (fewer than `n` bytes) | a flush that published bytes, writer completion, `cancel_pending_read` |
-//! | writer | `flush` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, `cancel_pending_flush` |
+//! | reader | `read_buffer` (no byte beyond the examined point), `read_at_least(n)` (fewer than `n` bytes) | a flush that published bytes, writer completion, `cancel_pending_read` |
+//! | writer | `flush_pipe` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, `cancel_pending_flush` |
 
 mod blocking;
 mod options;

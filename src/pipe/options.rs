@@ -69,7 +69,7 @@ impl PipeOptions {
         self
     }
 
-    /// Size of the pooled buffers the writer rents for `buffer_mut` and `write` (at least 1).
+    /// Size of the pooled buffers the writer rents for `buffer_mut` and `write_slice` (at least 1).
     pub fn min_segment_size(mut self, bytes: usize) -> Self {
         self.min_segment_size = bytes.max(1);
         self

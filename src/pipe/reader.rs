@@ -73,19 +73,19 @@ enum Want {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), packetpipe::Error> {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// writer.write(b"line one\nline tw")?;
-/// writer.flush().await?;
+/// writer.write_slice(b"line one\nline tw")?;
+/// writer.flush_pipe().await?;
 ///
-/// let result = reader.read().await?;
+/// let result = reader.read_buffer().await?;
 /// let buffer = result.buffer();
 /// let newline = packetpipe::ByteSegments::find(&buffer, b"\n").unwrap();
 /// assert_eq!(buffer.slice(..newline).to_vec(), b"line one");
 /// let len = buffer.len();
 /// reader.advance_to(newline + 1, len)?; // consumed the line, examined everything
 ///
-/// writer.write(b"o\n")?;
+/// writer.write_slice(b"o\n")?;
 /// writer.complete();
-/// let result = reader.read().await?;
+/// let result = reader.read_buffer().await?;
 /// assert_eq!(result.buffer().to_vec(), b"line two\n");
 /// assert!(result.is_completed());
 /// # Ok(())
@@ -96,7 +96,7 @@ pub struct PipeReader {
     state: Arc<PipeState>,
     pool: Pool,
     copy_threshold: usize,
-    /// Absolute position the last `advance_to` examined up to: `read` waits for bytes beyond it.
+    /// Absolute position the last `advance_to` examined up to: `read_buffer` waits for bytes beyond it.
     examined: u64,
     /// Furthest examined position, shared with the writer for backpressure.
     examined_max: u64,
@@ -134,7 +134,7 @@ impl PipeReader {
     /// Wait until there are bytes beyond the examined point (or the writer completes, or the read
     /// is canceled), then return all unconsumed bytes.
     #[inline]
-    pub fn read(&mut self) -> Read<'_> {
+    pub fn read_buffer(&mut self) -> Read<'_> {
         Read {
             reader: Some(self),
             want: Want::New,
@@ -163,10 +163,10 @@ impl PipeReader {
         }
     }
 
-    /// [`read`](Self::read) for thread-based code: parks the thread while waiting.
+    /// [`read_buffer`](Self::read_buffer) for thread-based code: parks the thread while waiting.
     #[inline]
     pub fn read_blocking(&mut self) -> Result<ReadResult<'_>, Error> {
-        block_on(self.read())
+        block_on(self.read_buffer())
     }
 
     /// [`read_at_least`](Self::read_at_least) for thread-based code.
@@ -174,10 +174,10 @@ impl PipeReader {
         block_on(self.read_at_least(n))
     }
 
-    /// The poll form of [`read`](Self::read): `Ready(Ok(()))` means a read result is available
+    /// The poll form of [`read_buffer`](Self::read_buffer): `Ready(Ok(()))` means a read result is available
     /// from [`last_read`](Self::last_read).
     #[inline]
-    pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+    pub fn poll_read_buffer(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.poll_want(cx, Want::New).map_ok(|_| ())
     }
 
@@ -316,7 +316,7 @@ impl PipeReader {
     ///
     /// ```
     /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-    /// writer.write(b"\x03abc\x02de")?;
+    /// writer.write_slice(b"\x03abc\x02de")?;
     /// writer.flush_blocking()?;
     /// reader.read_blocking()?;
     /// let mut frames = Vec::new();
@@ -469,7 +469,7 @@ impl std::fmt::Debug for PipeReader {
     }
 }
 
-/// Future of [`PipeReader::read`] and [`PipeReader::read_at_least`].
+/// Future of [`PipeReader::read_buffer`] and [`PipeReader::read_at_least`].
 #[must_use = "futures do nothing unless polled"]
 pub struct Read<'a> {
     reader: Option<&'a mut PipeReader>,

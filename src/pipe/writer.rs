@@ -34,11 +34,11 @@ impl FlushResult {
     }
 }
 
-/// The writing end of a pipe: stage bytes, then [`flush`](PipeWriter::flush) to publish them.
+/// The writing end of a pipe: stage bytes, then [`flush_pipe`](PipeWriter::flush_pipe) to publish them.
 ///
 /// Bytes are staged by appending packets (zero-copy) or by writing into pooled buffers
 /// ([`buffer_mut`](PipeWriter::buffer_mut) + [`advance`](PipeWriter::advance), or
-/// [`write`](PipeWriter::write)). Staged bytes are invisible to the reader until flushed. After a
+/// [`write_slice`](PipeWriter::write_slice)). Staged bytes are invisible to the reader until flushed. After a
 /// flush the writer keeps writing into the tail of the same pooled block while the flushed part
 /// travels to the reader as a shared packet.
 ///
@@ -48,12 +48,12 @@ impl FlushResult {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), packetpipe::Error> {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// writer.write(b"hello ")?;
+/// writer.write_slice(b"hello ")?;
 /// writer.append(bytes::Bytes::from_static(b"world"))?;
-/// writer.flush().await?;
+/// writer.flush_pipe().await?;
 /// writer.complete();
 ///
-/// let result = reader.read().await?;
+/// let result = reader.read_buffer().await?;
 /// assert_eq!(result.buffer().to_vec(), b"hello world");
 /// assert!(result.is_completed());
 /// # Ok(())
@@ -176,7 +176,7 @@ impl PipeWriter {
     /// Stage a copy of `data`. Each call's bytes land contiguously in one pooled buffer (a new one
     /// is rented when the current one lacks room), so a frame written at once stays one segment.
     #[inline]
-    pub fn write(&mut self, data: &[u8]) -> Result<(), Error> {
+    pub fn write_slice(&mut self, data: &[u8]) -> Result<(), Error> {
         self.check_open()?;
         if data.is_empty() {
             return Ok(());
@@ -201,20 +201,20 @@ impl PipeWriter {
     /// until it catches up below the resume threshold (or completes, or the flush is canceled).
     /// Allocates nothing; when not paused it returns at once.
     #[inline]
-    pub fn flush(&mut self) -> Flush<'_> {
+    pub fn flush_pipe(&mut self) -> Flush<'_> {
         self.paused = false;
         Flush { writer: self }
     }
 
-    /// [`flush`](Self::flush) for thread-based code: parks the thread while paused.
+    /// [`flush_pipe`](Self::flush_pipe) for thread-based code: parks the thread while paused.
     #[inline]
     pub fn flush_blocking(&mut self) -> Result<FlushResult, Error> {
-        block_on(self.flush())
+        block_on(self.flush_pipe())
     }
 
-    /// The poll form of [`flush`](Self::flush), for adapters and hand-written futures.
+    /// The poll form of [`flush_pipe`](Self::flush_pipe), for adapters and hand-written futures.
     #[inline]
-    pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<FlushResult, Error>> {
+    pub fn poll_flush_pipe(&mut self, cx: &mut Context<'_>) -> Poll<Result<FlushResult, Error>> {
         self.check_open()?;
         self.publish_staged();
         let mut registered = false;
@@ -398,7 +398,7 @@ impl std::fmt::Debug for PipeWriter {
     }
 }
 
-/// Future of [`PipeWriter::flush`].
+/// Future of [`PipeWriter::flush_pipe`].
 #[must_use = "futures do nothing unless polled"]
 pub struct Flush<'a> {
     writer: &'a mut PipeWriter,
@@ -409,7 +409,7 @@ impl Future for Flush<'_> {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.writer.poll_flush(cx)
+        self.writer.poll_flush_pipe(cx)
     }
 }
 
