@@ -38,6 +38,7 @@
 
 mod block;
 mod error;
+pub mod io;
 pub mod packet;
 pub mod pipe;
 pub mod pool;

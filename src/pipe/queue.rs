@@ -399,6 +399,15 @@ pub(crate) struct Packets<'a> {
     _consumer: &'a Consumer,
 }
 
+// SAFETY: a `Packets` is a shared borrow of the consumer plus a pointer to one of the published
+// nodes that borrow covers; it only reads those nodes' packets (never writes), which `&Consumer`
+// (itself `Sync`) already allows from any thread. The node pointer is what a `&Consumer` would reach
+// by following the same links, so moving or sharing the iterator gives no access `&Consumer`
+// does not. This makes the read views (`ReadBuffer`, `Chunks`, `ReadCursor`) `Send + Sync`.
+unsafe impl Send for Packets<'_> {}
+// SAFETY: see `Send` above; `&Packets` only allows cloning the iterator (a pointer copy).
+unsafe impl Sync for Packets<'_> {}
+
 impl Clone for Packets<'_> {
     fn clone(&self) -> Self {
         Packets {

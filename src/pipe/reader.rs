@@ -144,6 +144,11 @@ impl PipeReader {
     /// Wait until at least `n` unconsumed bytes are available (or the writer completes, or the read
     /// is canceled). While it waits, the writer's backpressure is lifted so that it can supply them
     /// even if they exceed the pause threshold.
+    ///
+    /// If the writer completes normally with fewer than `n` bytes, the result holds them with
+    /// `is_completed` set; if it completes with an error, the read returns that error (the bytes
+    /// stay in the pipe for [`read_buffer`](Self::read_buffer)). `n = usize::MAX` reads until the
+    /// writer completes.
     #[inline]
     pub fn read_at_least(&mut self, n: usize) -> Read<'_> {
         Read {
@@ -211,7 +216,9 @@ impl PipeReader {
             if let Want::AtLeast(n) = want {
                 // Lift backpressure: the writer must not pause while we wait for bytes it has not
                 // published yet. Wake it if it is already paused.
-                let target = self.queue.consumed() + n;
+                // Saturating: `read_at_least(usize::MAX)` means "until the writer completes", and a
+                // wrapped target would re-impose the pause the wait relies on lifting.
+                let target = self.queue.consumed().saturating_add(n);
                 self.state.reader_needs.store(target, Ordering::SeqCst);
                 self.state.writer_wait.wake();
             }
@@ -249,8 +256,11 @@ impl PipeReader {
             };
         let done = self.writer_flags & DONE != 0;
         let failed = self.writer_flags & FAILED != 0;
-        if done && failed && !satisfied && !unseen {
-            // Every byte flushed before the error has been seen: deliver it, on every later read.
+        // Deliver the writer's error, on every later read, once no read can be satisfied by the
+        // bytes flushed before it: for `read_buffer`, when every such byte has been seen; for
+        // `read_at_least(n)`, when fewer than `n` arrived (they never will: a short buffer with
+        // neither `is_completed` nor `is_canceled` would break that read's promise).
+        if done && failed && !satisfied && (!unseen || matches!(want, Want::AtLeast(_))) {
             return Some(Err(self.state.writer_error()));
         }
         if !(satisfied || done) {

@@ -322,6 +322,12 @@ impl PipeWriter {
         self.reader_done
     }
 
+    /// Whether this writer has completed (its own `complete`, not the reader's).
+    #[inline]
+    pub(crate) fn is_writer_completed(&self) -> bool {
+        self.completed
+    }
+
     #[inline]
     fn check_open(&self) -> Result<(), Error> {
         if self.completed {
