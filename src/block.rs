@@ -7,6 +7,8 @@
 //! - [`Window`]: a counted, immutable view `[data, data+len)` of a block (behind `OwnedPacket`).
 //! - [`FreeBlock`]: a block nobody references, owned by the pool (or about to be freed).
 //! - [`FreeStack`]: an intrusive LIFO of free blocks, linked through their headers.
+//! - [`ParkingSlot`]: where a writer parks its block's reference between writes, so the other side
+//!   can give the block back when it goes idle ([`ParkedWriter`] is what the writer keeps).
 //!
 //! Invariants the `SAFETY` comments rely on:
 //!
@@ -18,13 +20,15 @@
 //!    `Writer` writes at or after `sealed`, windows lie below it, and in-place changes through a
 //!    `Window` require `refs == 1` (no other window, no writer).
 //! 4. `next` is read or written only while a `FreeStack` owns the block.
+//! 5. A non-null `ParkingSlot` owns one counted reference (a parked writer's); exactly one of
+//!    `reclaim` and `release` takes it out, decided by an atomic swap.
 
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
 
 use crate::error::Error;
 use crate::pool::PoolShared;
-use crate::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::Arc;
 
 /// Class number of blocks allocated outside the size classes: freed on last drop, never pooled.
@@ -42,6 +46,10 @@ struct Header {
     class: u8,
     /// Link to the next block of a `FreeStack` (invariant 4).
     next: *mut Header,
+    /// Debug and loom builds: the block is free (returned and not rented since). A second return
+    /// of a free block (a reference counted twice) panics instead of corrupting a free list.
+    #[cfg(any(debug_assertions, packetpipe_loom))]
+    free: crate::sync::atomic::AtomicBool,
 }
 
 /// Header size rounded up so the payload starts aligned.
@@ -83,6 +91,12 @@ fn release(block: NonNull<Header>) {
         fence(Ordering::Acquire);
         refs.store(1, Ordering::Relaxed);
     }
+    #[cfg(any(debug_assertions, packetpipe_loom))]
+    assert!(
+        !header(block).free.swap(true, Ordering::Relaxed),
+        "block {:p} returned to its pool twice: a reference was released more often than taken",
+        block.as_ptr()
+    );
     crate::pool::recycle(FreeBlock(block));
 }
 
@@ -132,6 +146,8 @@ impl FreeBlock {
             capacity,
             class,
             next: ptr::null_mut(),
+            #[cfg(any(debug_assertions, packetpipe_loom))]
+            free: crate::sync::atomic::AtomicBool::new(false),
         };
         // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
         // checked by the const assertion below) and large enough for it.
@@ -171,6 +187,8 @@ impl FreeBlock {
         );
         let block = self.0;
         std::mem::forget(self);
+        #[cfg(any(debug_assertions, packetpipe_loom))]
+        header(block).free.store(false, Ordering::Relaxed);
         // The free block already carries refs == 1 (invariant 2): that count is the writer's.
         Writer {
             block,
@@ -516,5 +534,139 @@ impl Clone for Window {
 impl Drop for Window {
     fn drop(&mut self) {
         release(self.block);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// Where a [`Writer`] parks its counted reference between writes.
+///
+/// The pipe's writer keeps writing into the tail of one block across flushes. Once the reader has
+/// consumed everything, that tail is the only thing keeping the block out of the pool, and an idle
+/// connection would hold a block for as long as it stays idle. So at each flush the writer parks its
+/// reference here and keeps only its positions (a [`ParkedWriter`]); at its next write it takes the
+/// reference back with [`reclaim`](Self::reclaim), unless the reader, about to wait for more bytes,
+/// has [`release`](Self::release)d it first (then the writer rents a fresh block). One atomic swap on
+/// each side decides who has the reference; the loser does nothing.
+///
+/// Invariant 5: a non-null slot owns one counted reference to the block it points to.
+pub(crate) struct ParkingSlot {
+    block: AtomicPtr<Header>,
+}
+
+/// A writer's positions while its reference is parked. It owns no reference (dropping it does
+/// nothing); only [`ParkingSlot::reclaim`] can turn it back into a [`Writer`].
+pub(crate) struct ParkedWriter {
+    block: NonNull<Header>,
+    sealed: usize,
+    head: usize,
+    tail: usize,
+}
+
+// SAFETY: a `ParkedWriter` is plain positions plus an address it never dereferences by itself;
+// `reclaim` dereferences it only after winning the reference back.
+unsafe impl Send for ParkedWriter {}
+// SAFETY: see above; `&ParkedWriter` exposes nothing.
+unsafe impl Sync for ParkedWriter {}
+
+impl ParkedWriter {
+    /// Written, unsealed bytes: always 0, since only a writer with nothing unsealed is parked.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.tail - self.head
+    }
+}
+
+impl Default for ParkingSlot {
+    fn default() -> ParkingSlot {
+        ParkingSlot {
+            block: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+impl ParkingSlot {
+    /// Park `writer`'s reference here (the slot must be empty); the writer keeps its positions.
+    /// Call before publishing the bytes the writer sealed: a reader that sees them then sees this.
+    #[inline]
+    pub(crate) fn park(&self, writer: Writer) -> ParkedWriter {
+        let parked = ParkedWriter {
+            block: writer.block,
+            sealed: writer.sealed,
+            head: writer.head,
+            tail: writer.tail,
+        };
+        debug_assert_eq!(
+            parked.len(),
+            0,
+            "only a writer with nothing unsealed is parked"
+        );
+        // The writer's reference passes to the slot (invariant 5). Release: the writer's writes to
+        // the block happen before whoever takes the reference out releases it.
+        let previous = self.block.swap(writer.block.as_ptr(), Ordering::AcqRel);
+        std::mem::forget(writer);
+        assert!(
+            previous.is_null(),
+            "a parking slot holds one writer at a time"
+        );
+        parked
+    }
+
+    /// Take the parked reference back: the writer again, or `None` if the other side released it
+    /// (the block may already be someone else's: the positions are forgotten, never used).
+    #[inline]
+    pub(crate) fn reclaim(&self, parked: ParkedWriter) -> Option<Writer> {
+        #[cfg(not(packetpipe_mutant = "racy_reclaim"))]
+        let taken = self.block.swap(ptr::null_mut(), Ordering::AcqRel);
+        // MUTANT racy_reclaim (test-only, `--cfg packetpipe_mutant="racy_reclaim"`): check, then
+        // take, in two steps; a reader releasing in between leaves both sides owning the reference
+        // (the block goes home while the writer still writes into it).
+        #[cfg(packetpipe_mutant = "racy_reclaim")]
+        let taken = {
+            let seen = self.block.load(Ordering::Acquire);
+            if !seen.is_null() {
+                self.block.store(ptr::null_mut(), Ordering::Release);
+            }
+            seen
+        };
+        if taken.is_null() {
+            return None;
+        }
+        assert_eq!(
+            taken,
+            parked.block.as_ptr(),
+            "only its own writer reclaims a slot"
+        );
+        // The reference the slot owned (invariant 5) is the writer's again; its positions are the
+        // ones it was parked with, and nobody wrote the block's tail meanwhile (windows lie below
+        // `sealed`, invariant 3).
+        Some(Writer {
+            block: parked.block,
+            sealed: parked.sealed,
+            head: parked.head,
+            tail: parked.tail,
+        })
+    }
+
+    /// Release the parked reference, if any (the reader going idle). A Relaxed peek first skips the
+    /// swap when the slot is empty: a park this misses is followed by a publish, which the caller
+    /// will see before it waits again, and then it releases.
+    #[inline]
+    pub(crate) fn release(&self) {
+        if self.block.load(Ordering::Relaxed).is_null() {
+            return;
+        }
+        let taken = self.block.swap(ptr::null_mut(), Ordering::AcqRel);
+        if let Some(block) = NonNull::new(taken) {
+            // The slot's reference (invariant 5), dropped once here. AcqRel on the swap orders the
+            // parking writer's writes before the block can go back to the pool.
+            release(block);
+        }
+    }
+}
+
+impl Drop for ParkingSlot {
+    fn drop(&mut self) {
+        self.release();
     }
 }

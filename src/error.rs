@@ -5,14 +5,32 @@ use std::fmt;
 /// Everything that can go wrong in packetpipe, with the numbers involved.
 ///
 /// Every message says what was asked and what the limit was, so a log line is enough to find the
-/// bug. Converts into [`std::io::Error`] for use in I/O code.
+/// bug. Errors that wrap another ([`Peer`](Error::Peer), [`Io`](Error::Io)) say what happened in
+/// their own message and return the wrapped error from [`source`](std::error::Error::source), as
+/// the Rust API guidelines ask (print the chain to see both).
+///
+/// Converts into [`std::io::Error`] for use in I/O code, keeping the [`ErrorKind`] of an I/O error
+/// that travelled through a pipe (a peer's `ConnectionReset` stays `ConnectionReset`), and from
+/// [`std::io::Error`] for `?` in code that returns this type.
 ///
 /// ```
+/// use std::io::ErrorKind;
+///
 /// let err = packetpipe::Pool::global().rent(0).unwrap_err();
 /// assert_eq!(err.to_string(), "cannot rent a buffer of 0 bytes: the size must be at least 1");
 /// let io: std::io::Error = err.into();
-/// assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+/// assert_eq!(io.kind(), ErrorKind::InvalidInput);
+///
+/// // An I/O error the writer completed with keeps its kind on the reader's side.
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.complete_with_error(std::io::Error::new(ErrorKind::ConnectionReset, "peer reset"));
+/// let err = reader.read_blocking().unwrap_err();
+/// assert_eq!(err.to_string(), "the writer completed with an error");
+/// assert_eq!(std::error::Error::source(&err).unwrap().to_string(), "peer reset");
+/// assert_eq!(std::io::Error::from(err).kind(), ErrorKind::ConnectionReset);
 /// ```
+///
+/// [`ErrorKind`]: std::io::ErrorKind
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -103,6 +121,17 @@ pub enum Error {
         /// Largest class, in bytes.
         max_class: usize,
     },
+    /// A pending read or flush was cut short by
+    /// [`PipeCanceler`](crate::pipe::PipeCanceler) (the I/O adapters' form of `is_canceled`).
+    Canceled {
+        /// `"read"` or `"flush"`.
+        operation: &'static str,
+    },
+    /// An I/O operation failed (a pump's socket read or write, or a `?` on an [`std::io::Error`]).
+    Io {
+        /// The I/O error.
+        source: SharedError,
+    },
 }
 
 impl fmt::Display for Error {
@@ -157,11 +186,16 @@ impl fmt::Display for Error {
             ),
             Error::ReaderCompleted => f.write_str("the reader has completed: no more reads"),
             Error::WriterCompleted => f.write_str("the writer has completed: no more writes or flushes"),
-            Error::Peer { side, ref source } => write!(f, "the {side} completed with an error: {source}"),
+            // The source's text is left to `source()`: printing both would say it twice in a chain.
+            Error::Peer { side, .. } => write!(f, "the {side} completed with an error"),
             Error::InvalidPoolConfig { min_class, max_class } => write!(
                 f,
                 "invalid pool configuration: smallest class {min_class} bytes is larger than largest class {max_class} bytes"
             ),
+            Error::Canceled { operation } => {
+                write!(f, "the pending {operation} was canceled by cancel_pending_{operation}")
+            }
+            Error::Io { ref source } => write!(f, "I/O error ({})", io_kind(source.get())),
         }
     }
 }
@@ -169,21 +203,52 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Peer { source, .. } => Some(&*source.0),
+            Error::Peer { source, .. } | Error::Io { source } => Some(&*source.0),
             _ => None,
         }
     }
 }
 
+impl Error {
+    /// The [`std::io::ErrorKind`] this error converts to. For an error that wraps an I/O error
+    /// (directly, or as the error a peer completed with), the kind of that I/O error.
+    pub fn io_kind(&self) -> std::io::ErrorKind {
+        use std::io::ErrorKind;
+        match self {
+            Error::AllocationFailed { .. } => ErrorKind::OutOfMemory,
+            Error::ReaderCompleted | Error::WriterCompleted => ErrorKind::BrokenPipe,
+            Error::Peer { source, .. } | Error::Io { source } => io_kind(source.get()),
+            Error::Canceled { .. } => ErrorKind::Other,
+            _ => ErrorKind::InvalidInput,
+        }
+    }
+}
+
+/// The kind of an I/O error behind `error`: an `std::io::Error` itself, or one wrapped by this
+/// crate's types; `Other` for anything else.
+pub(crate) fn io_kind(error: &(dyn std::error::Error + 'static)) -> std::io::ErrorKind {
+    if let Some(io) = error.downcast_ref::<std::io::Error>() {
+        io.kind()
+    } else if let Some(err) = error.downcast_ref::<Error>() {
+        err.io_kind()
+    } else if let Some(shared) = error.downcast_ref::<SharedError>() {
+        io_kind(shared.get())
+    } else {
+        std::io::ErrorKind::Other
+    }
+}
+
 impl From<Error> for std::io::Error {
     fn from(err: Error) -> Self {
-        let kind = match err {
-            Error::AllocationFailed { .. } => std::io::ErrorKind::OutOfMemory,
-            Error::ReaderCompleted | Error::WriterCompleted => std::io::ErrorKind::BrokenPipe,
-            Error::Peer { .. } => std::io::ErrorKind::Other,
-            _ => std::io::ErrorKind::InvalidInput,
-        };
-        std::io::Error::new(kind, err)
+        std::io::Error::new(err.io_kind(), err)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(err: std::io::Error) -> Self {
+        Error::Io {
+            source: SharedError::new(err),
+        }
     }
 }
 
@@ -229,6 +294,19 @@ impl SharedError {
     /// The error itself.
     pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.0
+    }
+
+    /// An [`std::io::Error`] that shows this error as is: its kind (if it is or wraps an I/O
+    /// error), its message and its source chain.
+    pub fn to_io_error(&self) -> std::io::Error {
+        std::io::Error::new(io_kind(self.get()), self.clone())
+    }
+}
+
+/// Transparent: the message and the source are the shared error's own.
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }
 

@@ -125,10 +125,13 @@ fn assert_peer_error(error: &Error, side: &str, message: &str) {
         }
         other => panic!("expected a peer error from the {side}, got {other:?}"),
     }
+    // The message says what happened; the peer's own text is the source, not repeated.
     assert_eq!(
         error.to_string(),
-        format!("the {side} completed with an error: {message}")
+        format!("the {side} completed with an error")
     );
+    let source = std::error::Error::source(error).expect("a peer error has a source");
+    assert_eq!(source.to_string(), message);
 }
 
 fn boom(message: &str) -> std::io::Error {
@@ -935,27 +938,31 @@ fn writer_error_delivered_on_every_later_read_after_the_data() {
         .downcast_ref::<std::io::Error>()
         .expect("the writer's io::Error");
     assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
-    // Converts to io::Error.
+    // Converts to io::Error, keeping the kind of the I/O error that travelled through the pipe.
     let as_io: std::io::Error = first.into();
-    assert!(as_io.to_string().contains("connection reset"));
+    assert_eq!(as_io.kind(), std::io::ErrorKind::ConnectionReset);
+    let inner = std::error::Error::source(&as_io).expect("the chain reaches the writer's error");
+    assert_eq!(inner.to_string(), "connection reset");
 }
 
 #[test]
-fn writer_error_delivered_after_the_data_for_read_at_least_too() {
+fn writer_error_reaches_read_at_least_when_fewer_bytes_arrived() {
     let (mut writer, mut reader) = pipe();
     writer.write_slice(b"abc").unwrap();
     writer.complete_with_error("truncated");
     let (_, waker) = counting_waker();
-    // The 3 bytes were flushed before the error and never seen: like read(), read_at_least must
-    // return them first (it cannot get 10, and the writer is done).
+    // read_at_least(10) can never be satisfied: it returns the writer's error at once rather
+    // than a short buffer with neither is_completed nor is_canceled (a parser trusting the
+    // promised 10 bytes would fail or spin). The 3 bytes stay in the pipe for read_buffer.
     {
         let mut read = pin!(reader.read_at_least(10));
         match poll_once(read.as_mut(), &waker) {
-            Poll::Ready(Ok(result)) => assert_eq!(result.buffer().to_vec(), b"abc"),
-            Poll::Ready(Err(e)) => panic!("error before the data was seen: {e}"),
+            Poll::Ready(Err(e)) => assert_peer_error(&e, "writer", "truncated"),
+            Poll::Ready(Ok(result)) => panic!("short buffer of {} bytes", result.buffer().len()),
             Poll::Pending => panic!("read_at_least waits on a completed writer"),
         }
     }
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"abc");
     reader.advance_to(0, 3).unwrap();
     let e = reader
         .read_at_least_blocking(10)
@@ -1582,8 +1589,9 @@ fn a_write_into_the_current_buffer_after_reader_completion_is_discarded() {
     assert_eq!(read_now(&mut reader), b"before");
     reader.advance_to(6, 6).unwrap();
     reader.complete();
-    assert_eq!(pool.stats().outstanding, 1, "only the writer's own buffer");
-    writer.write_slice(b"after").unwrap(); // fits in the current buffer
+    // The writer's block (its tail parked at the flush) went home with the reader's completion.
+    assert_eq!(pool.stats().outstanding, 0, "{:?}", pool.stats());
+    writer.write_slice(b"after").unwrap(); // would have fit in the parked buffer
     assert!(writer.flush_blocking().unwrap().is_completed());
     assert_eq!(
         pool.stats().outstanding,

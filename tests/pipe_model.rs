@@ -532,10 +532,14 @@ impl Model {
         if self.writer_done {
             return Outcome::Err(Expect::WriterCompleted);
         }
-        self.publish();
+        let published = self.publish();
         if self.reader_done {
             // The writer learns the reader is gone and forgets its buffer.
             self.handed = None;
+        } else if published > 0 {
+            // Publishing parks the write buffer (an idle reader may send it home): the space
+            // `buffer_mut` handed out is void.
+            self.handed = Some(Vec::new());
         }
         let paused = self.writer_paused;
         let status = match self.flush_status(paused) {
@@ -585,11 +589,12 @@ impl Model {
             return Some(Ok((self.completed_flag(), true)));
         }
         let satisfied = self.satisfied(want);
-        // A failed writer's error comes once the reader has seen every byte flushed before it:
-        // while there are bytes beyond the examined point, even a `read_at_least(n)` that cannot
-        // be satisfied returns them first (`read_at_least_returns_bytes_before_the_writers_error`).
+        // A failed writer's error comes once no read can be satisfied by the bytes flushed before
+        // it: for `read_buffer`, once every such byte has been seen; for `read_at_least(n)` with
+        // fewer than `n` bytes, at once (a short buffer with neither flag would break its promise;
+        // `read_at_least_returns_the_writers_error_when_fewer_bytes_arrived`).
         let unseen = self.published > self.examined;
-        if self.writer_done && !satisfied && !unseen {
+        if self.writer_done && !satisfied && (!unseen || matches!(want, Want::AtLeast(_))) {
             if let Some(message) = &self.writer_error {
                 return Some(Err(Expect::Peer {
                     side: "writer",
@@ -1459,12 +1464,19 @@ impl Harness {
         let rents_before_drain = self.pool.stats().rents;
         if self.reader.is_some() && !self.m.reader_done {
             let mut may = MayWake::default();
+            let mut want = self.m.read_pending.unwrap_or(Want::New);
             for round in 0.. {
                 assert!(round < 8, "draining a completed pipe does not end");
-                let want = self.m.read_pending.unwrap_or(Want::New);
                 if !self.read(want, ReadForm::Future, false, &mut may) {
+                    if matches!(want, Want::AtLeast(_)) {
+                        // A failed writer's error reaches an unsatisfiable `read_at_least` before
+                        // the bytes flushed ahead of it are seen: `read_buffer` still gets them.
+                        want = Want::New;
+                        continue;
+                    }
                     break; // the writer's error
                 }
+                want = Want::New;
                 let len = self.m.last_len.unwrap();
                 let completed = self.m.completed_flag();
                 let reader = self.reader.as_mut().unwrap();
@@ -1652,17 +1664,20 @@ fn pipe_agrees_with_model() {
 // Regressions for bugs the model found
 
 /// `complete_with_error` documents that the reader gets the error "on every read once it has read
-/// the bytes flushed before", and `read()` returns those bytes first. `read_at_least(n)` with fewer
-/// than `n` bytes flushed used to return the error at once, before the reader had seen them.
+/// the bytes flushed before", and `read_buffer()` returns those bytes first. `read_at_least(n)` with
+/// fewer than `n` bytes flushed can never be satisfied: it returns the error at once (it once
+/// returned the short buffer with neither `is_completed` nor `is_canceled`), and the bytes stay in
+/// the pipe for `read_buffer`.
 #[test]
-fn read_at_least_returns_bytes_before_the_writers_error() {
+fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
     let (mut writer, mut reader) = packetpipe::pipe::pipe();
     writer.write_slice(b"abc").unwrap();
     writer.complete_with_error("boom");
-    // A plain read gets the three bytes first:
-    //   reader.read_blocking() -> Ok(buffer "abc", is_completed false)
-    let result = reader.read_at_least_blocking(4);
-    let result = result.expect("the bytes flushed before the error come first");
+    let err = reader.read_at_least_blocking(4).unwrap_err();
+    assert!(matches!(err, Error::Peer { side: "writer", .. }), "{err:?}");
+    let result = reader
+        .read_blocking()
+        .expect("the bytes flushed before the error");
     assert_eq!(result.buffer().to_vec(), b"abc");
     assert!(!result.is_completed());
     reader.advance_to(3, 3).unwrap();

@@ -10,7 +10,8 @@ use packetpipe_loom_tests::{block_on, pipe};
 /// shares the block), writes "cd" into the same block's tail, flushes and completes (dropping its
 /// hold on the block), while the reader reads, copies out and releases each sealed packet. The
 /// reader gets "abcd", and the block, referenced at once by the writer and the reader's packets,
-/// returns to the pool exactly once, after both are done with it.
+/// returns to the pool exactly once, after both are done with it (or, when the waiting reader sent
+/// the writer's parked block home before the second write, each of the two blocks does).
 #[test]
 fn writer_tail_vs_reader_head() {
     loom::model(|| {
@@ -36,9 +37,13 @@ fn writer_tail_vs_reader_head() {
         producer.join().unwrap();
         drop(reader);
         let stats = pool.stats();
-        assert_eq!(
-            (stats.rents, stats.returns, stats.outstanding),
-            (1, 1, 0),
+        // One block, or two when the reader, waiting for "cd", sent the writer's parked block
+        // home first (the writer then rents another): each goes home exactly once.
+        assert!(
+            matches!(
+                (stats.rents, stats.returns, stats.outstanding),
+                (1, 1, 0) | (2, 2, 0)
+            ),
             "{stats:?}"
         );
     });

@@ -46,6 +46,11 @@ impl PacketBuf {
         PacketBuf { writer }
     }
 
+    #[inline]
+    pub(crate) fn into_writer(self) -> Writer {
+        self.writer
+    }
+
     /// Payload bytes of the whole block.
     #[inline]
     pub fn capacity(&self) -> usize {

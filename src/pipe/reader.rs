@@ -222,6 +222,9 @@ impl PipeReader {
                 self.state.reader_needs.store(target, Ordering::SeqCst);
                 self.state.writer_wait.wake();
             }
+            // About to sleep: send the writer's parked block home, so an idle pipe holds none
+            // (the writer rents a fresh one if it writes again).
+            self.state.parked_tail.release();
             self.state.reader_wait.register(cx.waker());
             // MUTANT no_recheck (test-only, `--cfg packetpipe_mutant="no_recheck"`): sleep right
             // after registering, without checking again; a flush in between is never seen.
@@ -442,6 +445,7 @@ impl PipeReader {
         }
         self.state.reader.store(word, Ordering::SeqCst);
         self.state.writer_wait.wake();
+        self.state.parked_tail.release();
         self.queue.refresh();
         let available = self.queue.available();
         self.queue.consume(available);

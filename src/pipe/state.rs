@@ -11,9 +11,11 @@
 //! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap) |
 //! | `reader_wait` | reader registers | writer and cancelers wake |
 //! | `writer_wait` | writer registers | reader and cancelers wake |
+//! | `parked_tail` | writer parks (before publishing) and reclaims (swap) | reader releases (swap) before it waits |
 //! | `writer_error` / `reader_error` | the completing side, before its DONE bit | the other side, after it |
 
 use super::wait::WaitCell;
+use crate::block::ParkingSlot;
 use crate::error::{Error, SharedError};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, CachePadded, Mutex};
@@ -34,6 +36,8 @@ pub(crate) struct PipeState {
     pub(crate) cancel_flush: AtomicBool,
     pub(crate) reader_wait: CachePadded<WaitCell>,
     pub(crate) writer_wait: CachePadded<WaitCell>,
+    /// The writer's block between flushes; the reader releases it when it goes idle.
+    pub(crate) parked_tail: ParkingSlot,
     writer_error: Mutex<Option<SharedError>>,
     reader_error: Mutex<Option<SharedError>>,
 }
@@ -51,6 +55,7 @@ impl PipeState {
             cancel_flush: AtomicBool::new(false),
             reader_wait: CachePadded(WaitCell::default()),
             writer_wait: CachePadded(WaitCell::default()),
+            parked_tail: ParkingSlot::default(),
             writer_error: Mutex::new(None),
             reader_error: Mutex::new(None),
         }

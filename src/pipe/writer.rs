@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use super::blocking::block_on;
 use super::queue::Producer;
 use super::state::{PipeCanceler, PipeState, DONE, FAILED};
+use crate::block::ParkedWriter;
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketBuf};
 use crate::pool::Pool;
@@ -66,6 +67,10 @@ pub struct PipeWriter {
     min_segment_size: usize,
     /// The current pooled write buffer; its written bytes are staged but not yet sealed.
     buf: Option<PacketBuf>,
+    /// The write buffer between a flush and the next write, its reference parked in the shared
+    /// state so an idle reader can send the block home (`block::ParkingSlot`). Never set together
+    /// with `buf`.
+    parked: Option<ParkedWriter>,
     /// Bytes of the last `buffer_mut` slice not yet committed by `advance`.
     handed_out: usize,
     /// Scratch space handed out once the reader has completed (writes are discarded).
@@ -91,6 +96,7 @@ impl PipeWriter {
             pool,
             min_segment_size,
             buf: None,
+            parked: None,
             handed_out: 0,
             discard: Vec::new(),
             published: 0,
@@ -130,6 +136,7 @@ impl PipeWriter {
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
         let need = size_hint.max(1);
+        self.unpark();
         let fits = self
             .buf
             .as_ref()
@@ -299,6 +306,7 @@ impl PipeWriter {
         } else {
             self.seal_buf();
         }
+        self.unpark();
         self.buf = None;
         let mut flags = DONE;
         if let Some(error) = error {
@@ -363,6 +371,9 @@ impl PipeWriter {
         self.seal_buf();
         let staged = self.queue.staged_bytes();
         if staged > 0 {
+            // Parked before publishing, so a reader that sees these bytes also sees the parked
+            // block and can send it home if it goes idle (`block::ParkingSlot`).
+            self.park();
             self.queue.publish(0);
             self.published += staged;
             self.state.reader_wait.wake();
@@ -377,10 +388,34 @@ impl PipeWriter {
         self.reader_done
     }
 
+    /// Park the write buffer's reference (it holds nothing unsealed after `seal_buf`): the space
+    /// `buffer_mut` handed out is void from here on.
+    #[inline]
+    fn park(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            debug_assert!(buf.is_empty(), "sealed before parking");
+            self.parked = Some(self.state.parked_tail.park(buf.into_writer()));
+            self.handed_out = 0;
+        }
+    }
+
+    /// Take the parked write buffer back, unless the reader released it while idle.
+    #[inline]
+    fn unpark(&mut self) {
+        if let Some(parked) = self.parked.take() {
+            self.buf = self
+                .state
+                .parked_tail
+                .reclaim(parked)
+                .map(PacketBuf::from_writer);
+        }
+    }
+
     /// The reader is gone: release everything staged, and rent nothing from now on.
     fn note_reader_done(&mut self) {
         if !self.reader_done {
             self.reader_done = true;
+            self.unpark();
             self.buf = None;
             self.handed_out = 0;
             self.queue.discard_staged();
