@@ -107,6 +107,10 @@ pub enum Error {
     ReaderCompleted,
     /// The writer was used after it completed.
     WriterCompleted,
+    /// An I/O write or flush found the reader completed: nothing written would ever be read (the
+    /// pipe's `EPIPE`; the native [`flush_pipe`](crate::pipe::PipeWriter::flush_pipe) reports it as
+    /// `is_completed` instead).
+    ReaderGone,
     /// The other side of the pipe completed with this error.
     Peer {
         /// Which side completed: `"writer"` or `"reader"`.
@@ -186,6 +190,9 @@ impl fmt::Display for Error {
             ),
             Error::ReaderCompleted => f.write_str("the reader has completed: no more reads"),
             Error::WriterCompleted => f.write_str("the writer has completed: no more writes or flushes"),
+            Error::ReaderGone => {
+                f.write_str("the reader has completed: bytes written now would never be read")
+            }
             // The source's text is left to `source()`: printing both would say it twice in a chain.
             Error::Peer { side, .. } => write!(f, "the {side} completed with an error"),
             Error::InvalidPoolConfig { min_class, max_class } => write!(
@@ -216,7 +223,9 @@ impl Error {
         use std::io::ErrorKind;
         match self {
             Error::AllocationFailed { .. } => ErrorKind::OutOfMemory,
-            Error::ReaderCompleted | Error::WriterCompleted => ErrorKind::BrokenPipe,
+            Error::ReaderCompleted | Error::WriterCompleted | Error::ReaderGone => {
+                ErrorKind::BrokenPipe
+            }
             Error::Peer { source, .. } | Error::Io { source } => io_kind(source.get()),
             Error::Canceled { .. } => ErrorKind::Other,
             _ => ErrorKind::InvalidInput,

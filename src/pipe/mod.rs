@@ -78,6 +78,7 @@
 //! | writer | `flush_pipe` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, `cancel_pending_flush` |
 
 mod blocking;
+pub(crate) use blocking::block_on;
 mod options;
 mod queue;
 mod read_buffer;

@@ -311,6 +311,55 @@ impl PipeReader {
         Ok(())
     }
 
+    /// Wait until at least one unconsumed byte is available, the writer completes, or the read is
+    /// canceled: the I/O adapters' read (a byte stream has no "examined" point). `(is_completed,
+    /// is_canceled)`; the buffer is then [`last_read`](Self::last_read).
+    #[inline]
+    pub(crate) fn poll_available(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(bool, bool), Error>> {
+        self.poll_want(cx, Want::AtLeast(1))
+    }
+
+    /// The first segment of the last read buffer (empty if there is none).
+    #[inline]
+    pub(crate) fn first_chunk(&self) -> &[u8] {
+        match self.last_len {
+            Some(len) if len > 0 => self.queue.packets().next().map_or(&[], |p| &p[..]),
+            _ => &[],
+        }
+    }
+
+    /// Consume up to `n` bytes of the last read buffer (clamped to what it holds), keeping the rest
+    /// of that buffer readable: the I/O adapters' `consume`.
+    #[inline]
+    pub(crate) fn consume_read(&mut self, n: usize) {
+        let n = (n as u64).min(self.last_len.unwrap_or(0));
+        if n > 0 {
+            self.queue.consume(n);
+            self.after_take(n as usize);
+        }
+    }
+
+    /// Hand the first `max` bytes (at most) of the last read buffer to `put`, segment by segment,
+    /// then consume them; returns how many.
+    pub(crate) fn read_with(&mut self, max: usize, mut put: impl FnMut(&[u8])) -> usize {
+        let mut copied = 0;
+        if let Some(result) = self.last_read() {
+            for chunk in result.buffer().chunks() {
+                let n = chunk.len().min(max - copied);
+                put(&chunk[..n]);
+                copied += n;
+                if copied == max {
+                    break;
+                }
+            }
+        }
+        self.consume_read(copied);
+        copied
+    }
+
     /// Consume the whole buffer of the last read (`advance_to(len, len)`).
     #[inline]
     pub fn consume_all(&mut self) -> Result<(), Error> {
@@ -432,7 +481,7 @@ impl PipeReader {
         self.complete_inner(Some(SharedError::new(error)));
     }
 
-    fn complete_inner(&mut self, error: Option<SharedError>) {
+    pub(crate) fn complete_inner(&mut self, error: Option<SharedError>) {
         if self.completed {
             return;
         }
@@ -445,6 +494,7 @@ impl PipeReader {
         }
         self.state.reader.store(word, Ordering::SeqCst);
         self.state.writer_wait.wake();
+        self.state.reader_closed_wait.wake();
         self.state.parked_tail.release();
         self.queue.refresh();
         let available = self.queue.available();

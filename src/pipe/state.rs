@@ -11,6 +11,7 @@
 //! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap) |
 //! | `reader_wait` | reader registers | writer and cancelers wake |
 //! | `writer_wait` | writer registers | reader and cancelers wake |
+//! | `reader_closed_wait` | writer registers (idle pump) | reader's completion wakes |
 //! | `parked_tail` | writer parks (before publishing) and reclaims (swap) | reader releases (swap) before it waits |
 //! | `writer_error` / `reader_error` | the completing side, before its DONE bit | the other side, after it |
 
@@ -38,6 +39,9 @@ pub(crate) struct PipeState {
     pub(crate) writer_wait: CachePadded<WaitCell>,
     /// The writer's block between flushes; the reader releases it when it goes idle.
     pub(crate) parked_tail: ParkingSlot,
+    /// A writer-side task waiting only for the reader to complete (a fill pump idle on its
+    /// source); woken by the reader's completion alone, never by its progress.
+    pub(crate) reader_closed_wait: WaitCell,
     writer_error: Mutex<Option<SharedError>>,
     reader_error: Mutex<Option<SharedError>>,
 }
@@ -56,6 +60,7 @@ impl PipeState {
             reader_wait: CachePadded(WaitCell::default()),
             writer_wait: CachePadded(WaitCell::default()),
             parked_tail: ParkingSlot::default(),
+            reader_closed_wait: WaitCell::default(),
             writer_error: Mutex::new(None),
             reader_error: Mutex::new(None),
         }

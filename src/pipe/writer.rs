@@ -1,12 +1,13 @@
 //! The writing end of a pipe.
 
 use std::future::Future;
+use std::io::IoSlice;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use super::blocking::block_on;
 use super::queue::Producer;
-use super::state::{PipeCanceler, PipeState, DONE, FAILED};
+use super::state::{PipeCanceler, PipeState, COUNT, DONE, FAILED};
 use crate::block::ParkedWriter;
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketBuf};
@@ -296,7 +297,7 @@ impl PipeWriter {
         self.complete_inner(Some(SharedError::new(error)));
     }
 
-    fn complete_inner(&mut self, error: Option<SharedError>) {
+    pub(crate) fn complete_inner(&mut self, error: Option<SharedError>) {
         if self.completed {
             return;
         }
@@ -334,6 +335,150 @@ impl PipeWriter {
     #[inline]
     pub(crate) fn is_writer_completed(&self) -> bool {
         self.completed
+    }
+
+    /// The I/O adapters' write: stage bytes from `bufs` (copied into pooled blocks, continuing into
+    /// a new block when the current one fills) and return at once, unless the unexamined plus
+    /// staged bytes have reached the pause threshold (or a flush is still paused): then publish and
+    /// wait like a flush first. One call stages at most the room left below the pause threshold
+    /// (or what a waiting `read_at_least` still needs), so memory stays bounded even if the caller
+    /// never flushes. Cancel safe: bytes are staged only in the poll that returns their count.
+    pub(crate) fn poll_write_io(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<Result<usize, Error>> {
+        self.check_open()?;
+        let total = bufs.iter().fold(0usize, |n, b| n.saturating_add(b.len()));
+        if total == 0 {
+            return Poll::Ready(Ok(0));
+        }
+        loop {
+            if self.check_reader_done() {
+                return Poll::Ready(Err(self.reader_gone()));
+            }
+            let pause = self.state.pause_threshold;
+            if self.paused || (pause > 0 && self.pending_bytes() >= pause) {
+                let result = ready!(self.poll_flush_pipe(cx))?;
+                if result.is_completed() {
+                    return Poll::Ready(Err(self.reader_gone()));
+                }
+                if result.is_canceled() {
+                    return Poll::Ready(Err(Error::Canceled { operation: "flush" }));
+                }
+            }
+            let room = self.write_room();
+            if room > 0 {
+                return Poll::Ready(self.stage_copy(bufs, room));
+            }
+            // A `read_at_least` that lifted the pause got its bytes in between: flush, and wait.
+        }
+    }
+
+    /// Bytes the reader has not examined yet, flushed or staged.
+    #[inline]
+    fn pending_bytes(&self) -> u64 {
+        let examined = self.state.reader.load(Ordering::Acquire) & COUNT;
+        self.published.saturating_sub(examined) + self.unflushed_len() as u64
+    }
+
+    /// How many bytes a write may stage now: the room below the pause threshold, or what a
+    /// waiting `read_at_least` still needs beyond the published and staged bytes.
+    #[inline]
+    fn write_room(&self) -> usize {
+        let pause = self.state.pause_threshold;
+        if pause == 0 {
+            return usize::MAX;
+        }
+        let below_pause = pause.saturating_sub(self.pending_bytes());
+        let needed = self
+            .state
+            .reader_needs
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.published + self.unflushed_len() as u64);
+        usize::try_from(below_pause.max(needed)).unwrap_or(usize::MAX)
+    }
+
+    /// Copy up to `limit` bytes of `bufs` into the write buffer, filling the current block's tail
+    /// and renting more as needed; returns how many were staged.
+    fn stage_copy(&mut self, bufs: &[IoSlice<'_>], limit: usize) -> Result<usize, Error> {
+        /// Blocks rented for a long write are at most this large (a pooled class, not a one-off).
+        const MAX_RENT: usize = 64 * 1024;
+        let mut staged = 0;
+        'outer: for buf in bufs {
+            let mut data = &buf[..buf.len().min(limit - staged)];
+            while !data.is_empty() {
+                self.unpark();
+                let tail = self.buf.as_ref().map_or(0, bytes::BufMut::remaining_mut);
+                let hint = if tail > 0 {
+                    1
+                } else {
+                    data.len().min(MAX_RENT)
+                };
+                let space = match self.buffer_mut(hint) {
+                    Ok(space) => space,
+                    Err(e) if staged == 0 => return Err(e),
+                    Err(_) => break 'outer, // report what was staged; the next write errors
+                };
+                let n = space.len().min(data.len());
+                space[..n].copy_from_slice(&data[..n]);
+                self.advance(n)?;
+                data = &data[n..];
+                staged += n;
+            }
+            if staged == limit {
+                break;
+            }
+        }
+        // Nothing of the block's tail was handed to the caller.
+        self.handed_out = 0;
+        Ok(staged)
+    }
+
+    /// The error a write gets once the reader is gone: its completion error, or
+    /// [`Error::ReaderGone`].
+    fn reader_gone(&self) -> Error {
+        if self.state.reader.load(Ordering::Acquire) & FAILED != 0 {
+            self.state.reader_error()
+        } else {
+            Error::ReaderGone
+        }
+    }
+
+    /// Drop the write buffer if nothing is written into it (an idle pump gives its block back).
+    #[inline]
+    pub(crate) fn release_unused_buffer(&mut self) {
+        if self.buf.as_ref().is_some_and(|b| b.is_empty()) {
+            self.buf = None;
+            self.handed_out = 0;
+        }
+    }
+
+    /// Complete with an error that the caller keeps a handle to as well.
+    pub(crate) fn complete_with_shared(&mut self, error: SharedError) {
+        self.complete_inner(Some(error));
+    }
+
+    /// `Ready` once the reader has completed; otherwise registers `cx` to be woken by that alone
+    /// (not by the reader's progress): a pump idle on its source stops when the reader goes.
+    pub(crate) fn poll_reader_closed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.check_reader_done() {
+            return Poll::Ready(());
+        }
+        // The wait handshake (`wait.rs`): announce, then re-check with a SeqCst load.
+        self.state.reader_closed_wait.register(cx.waker());
+        crate::sync::loom_seq_cst_point();
+        if self.state.reader.load(Ordering::SeqCst) & DONE != 0 {
+            self.note_reader_done();
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    /// The size of the blocks this writer rents for its own buffers.
+    #[inline]
+    pub(crate) fn min_segment_size(&self) -> usize {
+        self.min_segment_size
     }
 
     #[inline]

@@ -1,0 +1,218 @@
+//! The drain pump: a pipe reader's segments out to a sink (a socket) with vectored writes.
+//!
+//! One loop, shared by every flavor: wait for unconsumed bytes, write up to N segments in one
+//! vectored write, consume exactly what the sink took, repeat; flush the sink before waiting on
+//! the pipe (so nothing sits in a buffered sink while the pump sleeps) and at the end. On an I/O
+//! error the reader is completed with it (the writer's next flush sees it) and it is returned.
+
+use std::io::{self, IoSlice};
+use std::task::{ready, Context, Poll};
+
+use super::byte_stream::poll_ready;
+use crate::error::SharedError;
+use crate::pipe::{block_on, PipeReader};
+
+/// Default number of segments handed to one vectored write.
+pub const DEFAULT_MAX_WRITE_SEGMENTS: usize = 16;
+
+/// Upper bound on segments per vectored write (the `IoSlice` array lives on the stack; Linux's
+/// `IOV_MAX` is 1024, but a write rarely takes more than a few dozen).
+pub const MAX_WRITE_SEGMENTS: usize = 64;
+
+/// What a drain pump writes to: one flavor's vectored write and flush.
+pub(crate) trait Sink {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>>;
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+/// A drain pump between polls.
+#[derive(Debug)]
+pub(crate) struct DrainState {
+    total: u64,
+    /// Bytes written to the sink since its last flush.
+    unflushed: bool,
+    max_segments: usize,
+    finished: bool,
+}
+
+impl DrainState {
+    pub(crate) fn new(max_segments: usize) -> DrainState {
+        DrainState {
+            total: 0,
+            unflushed: false,
+            max_segments: max_segments.clamp(1, MAX_WRITE_SEGMENTS),
+            finished: false,
+        }
+    }
+
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    pub(crate) fn set_max_segments(&mut self, max_segments: usize) {
+        self.max_segments = max_segments.clamp(1, MAX_WRITE_SEGMENTS);
+    }
+
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    pub(crate) fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Run the pump until the writer completes and every byte is written and flushed
+    /// (`Ok(bytes written)`), or an error: the sink's (the reader is completed with it), or the
+    /// writer's completion error (after every byte before it was written).
+    ///
+    /// Cancel safe: bytes are consumed from the pipe in the same poll in which the sink accepted
+    /// them, so dropping the pump between polls loses and repeats nothing.
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut PipeReader,
+        sink: &mut impl Sink,
+    ) -> Poll<io::Result<u64>> {
+        assert!(!self.finished, "drain pump polled after it finished");
+        let result = self.poll_inner(cx, reader, sink);
+        if result.is_ready() {
+            self.finished = true;
+        }
+        result
+    }
+
+    fn poll_inner(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut PipeReader,
+        sink: &mut impl Sink,
+    ) -> Poll<io::Result<u64>> {
+        loop {
+            match poll_ready(reader, cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Pending => {
+                    // Nothing to write for now: push out what the sink may be holding, then sleep
+                    // (the read above registered this task with the pipe).
+                    if self.unflushed {
+                        ready!(self.flush(cx, reader, sink))?;
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => {
+                    // The writer's error (every byte before it is written) or a canceled read.
+                    if self.unflushed {
+                        ready!(self.flush(cx, reader, sink))?;
+                    }
+                    return Poll::Ready(Err(e));
+                }
+            }
+            let written = {
+                let Some(read) = reader.last_read() else {
+                    unreachable!("a ready read leaves its result")
+                };
+                let buffer = read.buffer();
+                if buffer.is_empty() {
+                    // The writer completed and everything is written.
+                    ready!(self.flush(cx, reader, sink))?;
+                    return Poll::Ready(Ok(self.total));
+                }
+                let mut slices = [IoSlice::new(&[]); MAX_WRITE_SEGMENTS];
+                let n = buffer.io_slices(&mut slices[..self.max_segments]);
+                ready!(sink.poll_write_vectored(cx, &slices[..n]))
+            };
+            match written {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "the sink accepted 0 bytes of a non-empty write",
+                    );
+                    return Poll::Ready(Err(fail(reader, e)));
+                }
+                Ok(n) => {
+                    reader.consume_read(n);
+                    self.total += n as u64;
+                    self.unflushed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Poll::Ready(Err(fail(reader, e))),
+            }
+        }
+    }
+
+    fn flush(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut PipeReader,
+        sink: &mut impl Sink,
+    ) -> Poll<io::Result<()>> {
+        match ready!(sink.poll_flush(cx)) {
+            Ok(()) => {
+                self.unflushed = false;
+                Poll::Ready(Ok(()))
+            }
+            Err(e) => Poll::Ready(Err(fail(reader, e))),
+        }
+    }
+}
+
+/// Complete the reader with the sink's error (the writer's flushes report it) and return it too.
+fn fail(reader: &mut PipeReader, error: io::Error) -> io::Error {
+    let shared = SharedError::new(error);
+    reader.complete_inner(Some(shared.clone()));
+    shared.to_io_error()
+}
+
+/// A blocking `io::Write` as a drain sink.
+struct BlockingSink<'a, W: ?Sized>(&'a mut W);
+
+impl<W: io::Write + ?Sized> Sink for BlockingSink<'_, W> {
+    fn poll_write_vectored(
+        &mut self,
+        _cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.0.write_vectored(bufs))
+    }
+
+    fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.0.flush())
+    }
+}
+
+/// Drain `reader` into a blocking [`io::Write`] until the writer completes: vectored writes of up
+/// to [`DEFAULT_MAX_WRITE_SEGMENTS`] segments, consuming exactly what each write took; the sink is
+/// flushed before the pump waits for more and at the end. Returns the bytes written.
+///
+/// On an I/O error the reader is completed with that error (the writer's next flush returns it)
+/// and the error is returned; a writer's completion error is returned once every byte flushed
+/// before it was written.
+///
+/// ```
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.write_slice(b"segments ")?;
+/// writer.append(bytes::Bytes::from_static(b"out to any io::Write"))?;
+/// writer.complete();
+/// let mut sink = Vec::new();
+/// assert_eq!(packetpipe::io::drain_blocking(&mut reader, &mut sink)?, 29);
+/// assert_eq!(sink, b"segments out to any io::Write");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn drain_blocking<W: io::Write + ?Sized>(
+    reader: &mut PipeReader,
+    sink: &mut W,
+) -> io::Result<u64> {
+    let mut state = DrainState::new(DEFAULT_MAX_WRITE_SEGMENTS);
+    let mut sink = BlockingSink(sink);
+    block_on(std::future::poll_fn(|cx| state.poll(cx, reader, &mut sink)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_segments_is_clamped() {
+        assert_eq!(DrainState::new(0).max_segments, 1);
+        assert_eq!(DrainState::new(1000).max_segments, MAX_WRITE_SEGMENTS);
+        assert_eq!(DrainState::new(8).max_segments, 8);
+    }
+}

@@ -1,0 +1,280 @@
+//! futures-io: `AsyncRead + AsyncBufRead` for [`PipeReader`], `AsyncWrite` for [`PipeWriter`], and
+//! the pumps and the duplex connection over futures-io's traits (feature `futures-io`; for
+//! async-std, smol and other runtimes built on them).
+//!
+//! The behaviour is that of the tokio flavor (`packetpipe::io::tokio`, see also the [`io`](super)
+//! module docs): the same pump and connection code, over the other traits.
+//!
+//! ```
+//! use futures::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # futures::executor::block_on(async {
+//! let (mut writer, mut reader) = packetpipe::pipe::pipe();
+//! writer.write_all(b"through futures-io").await?;
+//! writer.close().await?; // completes the writer
+//! let mut text = String::new();
+//! reader.read_to_string(&mut text).await?;
+//! assert_eq!(text, "through futures-io");
+//! # Ok::<(), std::io::Error>(())
+//! # }).unwrap();
+//! ```
+
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_io::{AsyncBufRead, AsyncRead, AsyncWrite};
+
+use super::byte_stream;
+use super::connection::{ConnectionState, Duplex};
+use super::drain::{DrainState, Sink, DEFAULT_MAX_WRITE_SEGMENTS};
+use super::fill::{FillState, Source};
+use super::{ConnectionOptions, DuplexPipe};
+use crate::pipe::{PipeReader, PipeWriter};
+
+/// Reads return the unconsumed bytes, waiting only when there are none; `Ok(0)` once the writer
+/// has completed and everything is read; a writer's completion error is returned as that error.
+/// Cancel safe: a read that returns `Pending` consumed nothing.
+impl AsyncRead for PipeReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut filled = 0;
+        byte_stream::poll_read(self.get_mut(), cx, buf.len(), |chunk| {
+            buf[filled..filled + chunk.len()].copy_from_slice(chunk);
+            filled += chunk.len();
+        })
+    }
+}
+
+/// `poll_fill_buf` hands out the first unconsumed segment (empty only at the end of the stream);
+/// `consume` releases bytes.
+impl AsyncBufRead for PipeReader {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        byte_stream::poll_fill_buf(self.get_mut(), cx)
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        self.get_mut().consume_read(amt);
+    }
+}
+
+/// A write copies into pooled blocks and returns at once, unless the bytes the reader has not
+/// examined (flushed or staged) have reached the pause threshold: then it publishes and waits for
+/// the reader first. `poll_flush` is the pipe's flush; `poll_close` completes the writer.
+/// Cancel safe: a write that returns `Pending` staged nothing.
+impl AsyncWrite for PipeWriter {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        byte_stream::poll_write(self.get_mut(), cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        byte_stream::poll_write(self.get_mut(), cx, bufs)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        byte_stream::poll_flush(self.get_mut(), cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(byte_stream::shutdown(self.get_mut()))
+    }
+}
+
+/// A futures-io object as the pumps' source, sink and stream.
+struct FuturesIo<'a, T: ?Sized>(Pin<&'a mut T>);
+
+impl<T: AsyncRead + ?Sized> Source for FuturesIo<'_, T> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.0.as_mut().poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + ?Sized> Sink for FuturesIo<'_, T> {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.0.as_mut().poll_write_vectored(cx, bufs)
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.as_mut().poll_flush(cx)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for FuturesIo<'_, T> {
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.as_mut().poll_close(cx)
+    }
+}
+
+/// Fill `writer` from a futures-io `source` until its end: reads go straight into the writer's
+/// pooled blocks (no intermediate buffer), each followed by a flush with backpressure. Returns the
+/// bytes read.
+///
+/// At the end of the stream the writer is completed; on an I/O error it is completed with that
+/// error (the reader gets it after the bytes before it) and the error is returned; if the reader
+/// completes, the pump stops. The pump waits for an idle source with a zero-byte read before
+/// renting a block; a source that answers it at once gets a block that is given back when the read
+/// finds nothing.
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// let mut source = futures::io::Cursor::new(b"from any futures-io AsyncRead".to_vec());
+/// assert_eq!(packetpipe::io::futures::fill(&mut writer, &mut source).await?, 29);
+/// assert!(reader.read_buffer().await?.is_completed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
+where
+    R: AsyncRead + Unpin + ?Sized,
+{
+    Fill {
+        writer,
+        source,
+        state: FillState::new(true),
+    }
+}
+
+/// Future of [`fill`].
+///
+/// Cancel safety: safe to drop at any await point. Bytes read from the source are committed to
+/// the writer in the same poll, so none is lost or repeated.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Fill<'a, R: ?Sized> {
+    writer: &'a mut PipeWriter,
+    source: &'a mut R,
+    state: FillState,
+}
+
+impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
+    type Output = io::Result<u64>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut source = FuturesIo(Pin::new(&mut *this.source));
+        this.state.poll(cx, this.writer, &mut source)
+    }
+}
+
+/// Drain `reader` into a futures-io `sink` until the writer completes, with vectored writes of up
+/// to 16 segments (see [`Drain::max_segments`]); the sink is flushed before the pump waits and at
+/// the end (not closed). Returns the bytes written.
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.write_slice(b"to any futures-io AsyncWrite")?;
+/// writer.complete();
+/// let mut sink = futures::io::Cursor::new(Vec::new());
+/// assert_eq!(packetpipe::io::futures::drain(&mut reader, &mut sink).await?, 28);
+/// assert_eq!(sink.into_inner(), b"to any futures-io AsyncWrite");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
+where
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    Drain {
+        reader,
+        sink,
+        state: DrainState::new(DEFAULT_MAX_WRITE_SEGMENTS),
+    }
+}
+
+/// Future of [`drain`].
+///
+/// Cancel safety: safe to drop at any await point. Bytes are consumed from the pipe in the same
+/// poll in which the sink accepted them, so none is lost or written twice.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Drain<'a, W: ?Sized> {
+    reader: &'a mut PipeReader,
+    sink: &'a mut W,
+    state: DrainState,
+}
+
+impl<W: ?Sized> Drain<'_, W> {
+    /// Segments per vectored write (1 to [`MAX_WRITE_SEGMENTS`](super::MAX_WRITE_SEGMENTS);
+    /// default 16).
+    pub fn max_segments(mut self, segments: usize) -> Self {
+        self.state.set_max_segments(segments);
+        self
+    }
+}
+
+impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
+    type Output = io::Result<u64>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut sink = FuturesIo(Pin::new(&mut *this.sink));
+        this.state.poll(cx, this.reader, &mut sink)
+    }
+}
+
+/// A duplex connection over a futures-io `stream` with default options: the application's
+/// [`DuplexPipe`] and the [`Connection`] future that runs both pumps. See the
+/// [`io`](super) module docs for how the ends propagate.
+pub fn connection<S>(stream: S) -> (DuplexPipe, Connection<S>)
+where
+    S: AsyncRead + AsyncWrite,
+{
+    connection_with(stream, ConnectionOptions::new())
+}
+
+/// [`connection`] with the given options.
+pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe, Connection<S>)
+where
+    S: AsyncRead + AsyncWrite,
+{
+    let (app, state) = ConnectionState::new(options);
+    (app, Connection { stream, state })
+}
+
+pin_project_lite::pin_project! {
+    /// Future of a duplex connection over a futures-io stream: runs both pumps until both
+    /// directions have ended; then returns the first error of either (or `Ok`).
+    ///
+    /// Cancel safety: dropping it ends the connection (it owns the stream); each unfinished
+    /// direction completes with a `ConnectionAborted` error.
+    #[must_use = "futures do nothing unless polled"]
+    #[derive(Debug)]
+    pub struct Connection<S> {
+        #[pin]
+        stream: S,
+        state: ConnectionState,
+    }
+
+    impl<S> PinnedDrop for Connection<S> {
+        fn drop(this: Pin<&mut Self>) {
+            this.project().state.abort();
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite> Future for Connection<S> {
+    type Output = io::Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        this.state.poll(cx, &mut FuturesIo(this.stream))
+    }
+}

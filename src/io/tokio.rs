@@ -1,0 +1,306 @@
+//! tokio: `AsyncRead + AsyncBufRead` for [`PipeReader`], `AsyncWrite` for [`PipeWriter`], and the
+//! pumps and the duplex connection over tokio's I/O traits (feature `tokio`).
+//!
+//! A tokio echo server on the duplex connection:
+//!
+//! ```
+//! use tokio::io::AsyncWriteExt;
+//! use tokio::net::TcpListener;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! # let addr = listener.local_addr()?;
+//! # let client = tokio::spawn(async move {
+//! #     let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+//! #     tcp.write_all(b"ping").await?;
+//! #     tcp.shutdown().await?;
+//! #     let mut echo = Vec::new();
+//! #     tokio::io::AsyncReadExt::read_to_end(&mut tcp, &mut echo).await?;
+//! #     Ok::<_, std::io::Error>(echo)
+//! # });
+//! let (tcp, _) = listener.accept().await?;
+//! let (mut app, connection) = packetpipe::io::tokio::connection(tcp);
+//! tokio::spawn(connection); // both pumps; returns when both directions have ended
+//! // The application: echo every byte back, straight from the input's segments.
+//! tokio::io::copy_buf(&mut app.reader, &mut app.writer).await?;
+//! app.writer.shutdown().await?; // completes the output: the socket's write side closes
+//! # assert_eq!(client.await.unwrap()?, b"ping");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use ::tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
+
+use super::byte_stream;
+use super::connection::{ConnectionState, Duplex};
+use super::drain::{DrainState, Sink, DEFAULT_MAX_WRITE_SEGMENTS};
+use super::fill::{FillState, Source};
+use super::{ConnectionOptions, DuplexPipe};
+use crate::pipe::{PipeReader, PipeWriter};
+
+/// Reads return the unconsumed bytes, waiting only when there are none; end of stream (no bytes
+/// filled) once the writer has completed and everything is read; a writer's completion error is
+/// returned as that error. Cancel safe: a read that returns `Pending` consumed nothing.
+impl AsyncRead for PipeReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let max = buf.remaining();
+        byte_stream::poll_read(self.get_mut(), cx, max, |chunk| buf.put_slice(chunk)).map_ok(drop)
+    }
+}
+
+/// `poll_fill_buf` hands out the first unconsumed segment (empty only at the end of the stream);
+/// `consume` releases bytes.
+impl AsyncBufRead for PipeReader {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        byte_stream::poll_fill_buf(self.get_mut(), cx)
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        self.get_mut().consume_read(amt);
+    }
+}
+
+/// A write copies into pooled blocks and returns at once, unless the bytes the reader has not
+/// examined (flushed or staged) have reached the pause threshold: then it publishes and waits for
+/// the reader first. `poll_flush` is the pipe's flush; `poll_shutdown` completes the writer.
+/// Cancel safe: a write that returns `Pending` staged nothing.
+impl AsyncWrite for PipeWriter {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        byte_stream::poll_write(self.get_mut(), cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        byte_stream::poll_write(self.get_mut(), cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        byte_stream::poll_flush(self.get_mut(), cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(byte_stream::shutdown(self.get_mut()))
+    }
+}
+
+/// A tokio I/O object as the pumps' source, sink and stream.
+struct TokioIo<'a, T: ?Sized>(Pin<&'a mut T>);
+
+impl<T: AsyncRead + ?Sized> Source for TokioIo<'_, T> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut buf = ReadBuf::new(buf);
+        ready!(self.0.as_mut().poll_read(cx, &mut buf))?;
+        Poll::Ready(Ok(buf.filled().len()))
+    }
+}
+
+impl<T: AsyncWrite + ?Sized> Sink for TokioIo<'_, T> {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.0.as_mut().poll_write_vectored(cx, bufs)
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.as_mut().poll_flush(cx)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for TokioIo<'_, T> {
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.as_mut().poll_shutdown(cx)
+    }
+}
+
+/// Fill `writer` from `source` until its end: reads go straight into the writer's pooled blocks
+/// (no intermediate buffer), each followed by a flush with backpressure. Returns the bytes read.
+///
+/// At the end of the stream the writer is completed; on an I/O error it is completed with that
+/// error (the reader gets it after the bytes before it) and the error is returned; if the reader
+/// completes, the pump stops. An idle source holds no pooled block: the pump waits for it with a
+/// zero-byte read before renting (tokio's `TcpStream` and `UnixStream` wait for readiness there;
+/// sources that return at once get a block that is given back when the read finds nothing).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// let mut source: &[u8] = b"from any tokio AsyncRead";
+/// let read = packetpipe::io::tokio::fill(&mut writer, &mut source).await?;
+/// assert_eq!(read, 24);
+/// let result = reader.read_buffer().await?;
+/// assert!(result.is_completed());
+/// assert_eq!(result.buffer().to_vec(), b"from any tokio AsyncRead");
+/// # Ok(())
+/// # }
+/// ```
+pub fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
+where
+    R: AsyncRead + Unpin + ?Sized,
+{
+    Fill {
+        writer,
+        source,
+        state: FillState::new(true),
+    }
+}
+
+/// Future of [`fill`].
+///
+/// Cancel safety: safe to drop at any await point (in a `select!`, say). Bytes read from the
+/// source are committed to the writer in the same poll, so none is lost or repeated: a new `fill`
+/// (or the writer's own flush) carries on where this one stopped.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Fill<'a, R: ?Sized> {
+    writer: &'a mut PipeWriter,
+    source: &'a mut R,
+    state: FillState,
+}
+
+impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
+    type Output = io::Result<u64>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut source = TokioIo(Pin::new(&mut *this.source));
+        this.state.poll(cx, this.writer, &mut source)
+    }
+}
+
+/// Drain `reader` into `sink` until the writer completes: vectored writes of up to 16 segments
+/// (see [`Drain::max_segments`]), consuming exactly what each write took; the sink is flushed
+/// before the pump waits and at the end (it is not shut down). Returns the bytes written.
+///
+/// On an I/O error the reader is completed with it (the writer's next flush returns it) and it is
+/// returned; a writer's completion error is returned after every byte before it was written.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.write_slice(b"to any ")?;
+/// writer.append(bytes::Bytes::from_static(b"tokio AsyncWrite"))?;
+/// writer.complete();
+/// let mut sink = Vec::new();
+/// assert_eq!(packetpipe::io::tokio::drain(&mut reader, &mut sink).await?, 23);
+/// assert_eq!(sink, b"to any tokio AsyncWrite");
+/// # Ok(())
+/// # }
+/// ```
+pub fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
+where
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    Drain {
+        reader,
+        sink,
+        state: DrainState::new(DEFAULT_MAX_WRITE_SEGMENTS),
+    }
+}
+
+/// Future of [`drain`].
+///
+/// Cancel safety: safe to drop at any await point. Bytes are consumed from the pipe in the same
+/// poll in which the sink accepted them, so none is lost or written twice.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Drain<'a, W: ?Sized> {
+    reader: &'a mut PipeReader,
+    sink: &'a mut W,
+    state: DrainState,
+}
+
+impl<W: ?Sized> Drain<'_, W> {
+    /// Segments per vectored write (1 to [`MAX_WRITE_SEGMENTS`](super::MAX_WRITE_SEGMENTS);
+    /// default 16).
+    pub fn max_segments(mut self, segments: usize) -> Self {
+        self.state.set_max_segments(segments);
+        self
+    }
+}
+
+impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
+    type Output = io::Result<u64>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut sink = TokioIo(Pin::new(&mut *this.sink));
+        this.state.poll(cx, this.reader, &mut sink)
+    }
+}
+
+/// A duplex connection over `stream` with default options: the application's [`DuplexPipe`] and
+/// the [`Connection`] future that runs both pumps (spawn it, or join it with the application).
+/// The [module docs](self) have an example; the [`io`](super) module docs say how the ends
+/// propagate.
+pub fn connection<S>(stream: S) -> (DuplexPipe, Connection<S>)
+where
+    S: AsyncRead + AsyncWrite,
+{
+    connection_with(stream, ConnectionOptions::new())
+}
+
+/// [`connection`] with the given options.
+pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe, Connection<S>)
+where
+    S: AsyncRead + AsyncWrite,
+{
+    let (app, state) = ConnectionState::new(options);
+    (app, Connection { stream, state })
+}
+
+pin_project_lite::pin_project! {
+    /// Future of a duplex connection: reads the stream into the application's reader and writes
+    /// the application's writer to the stream, until both directions have ended; then returns the
+    /// first error of either (or `Ok`) and drops the stream.
+    ///
+    /// Cancel safety: dropping it ends the connection (it owns the stream): bytes not yet
+    /// delivered are lost, and each unfinished direction completes with a `ConnectionAborted`
+    /// error so the application does not mistake the cut for a clean end.
+    #[must_use = "futures do nothing unless polled"]
+    #[derive(Debug)]
+    pub struct Connection<S> {
+        #[pin]
+        stream: S,
+        state: ConnectionState,
+    }
+
+    impl<S> PinnedDrop for Connection<S> {
+        fn drop(this: Pin<&mut Self>) {
+            this.project().state.abort();
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite> Future for Connection<S> {
+    type Output = io::Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        this.state.poll(cx, &mut TokioIo(this.stream))
+    }
+}
