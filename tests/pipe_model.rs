@@ -410,8 +410,10 @@ fn check_error(actual: &Error, expected: &Expect) {
                 len: l,
             },
         ) => (requested, len) == (r, l),
-        (Error::Peer { side, .. }, Expect::Peer { side: s, message }) => {
-            side == s && actual.to_string() == format!("the {s} completed with an error: {message}")
+        (Error::Peer { side, source }, Expect::Peer { side: s, message }) => {
+            side == s
+                && source.to_string() == *message
+                && actual.to_string() == format!("the {s} completed with an error")
         }
         _ => false,
     };

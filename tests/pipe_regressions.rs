@@ -1,11 +1,17 @@
 //! Regression tests for contract bugs found from outside, one test per behaviour, each named after
 //! what it guarantees.
 
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
 use packetpipe::pipe::{pipe, pipe_with, PipeOptions};
 use packetpipe::Error;
+
+#[global_allocator]
+static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
 
 /// Run `f` on a thread and fail (instead of hanging the suite) if it takes longer than a minute.
 fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -100,4 +106,134 @@ fn read_views_are_send_and_sync() {
     send_sync::<packetpipe::pipe::ReadResult<'static>>();
     send_sync::<packetpipe::pipe::PipeReader>();
     send_sync::<packetpipe::pipe::PipeWriter>();
+}
+
+fn one_pool() -> packetpipe::Pool {
+    packetpipe::Pool::new()
+}
+
+/// A flush publishing only appended packets, while the write buffer is parked from an earlier
+/// flush, must keep it parked (it once dropped track of it, and the next park found the slot
+/// taken). Found by the pipe model test.
+#[test]
+fn a_flush_of_appended_bytes_keeps_the_parked_write_buffer() {
+    let pool = one_pool();
+    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    writer.write_slice(b"ab").unwrap();
+    writer.flush_blocking().unwrap(); // parks the buffer
+    writer.append(bytes::Bytes::from_static(b"cd")).unwrap();
+    writer.flush_blocking().unwrap(); // nothing of the buffer to seal: it stays parked
+    writer.write_slice(b"ef").unwrap(); // takes it back
+    writer.flush_blocking().unwrap();
+    let result = reader.read_blocking().unwrap();
+    assert_eq!(result.buffer().to_vec(), b"abcdef");
+    assert_eq!(
+        pool.stats().rents,
+        1,
+        "the tail of the one block was reused"
+    );
+    reader.consume_all().unwrap();
+    drop((writer, reader));
+    assert_eq!(pool.stats().outstanding, 0);
+}
+
+/// An idle pipe holds no pooled block: once the reader has consumed everything and waits for
+/// more, the writer's partly used block (parked at its last flush) goes home; the writer rents a
+/// fresh one when it writes again.
+#[test]
+fn a_waiting_reader_sends_the_writers_parked_block_home() {
+    use std::task::Context;
+    let pool = one_pool();
+    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    writer.write_slice(b"request").unwrap();
+    writer.flush_blocking().unwrap();
+    reader.read_blocking().unwrap();
+    reader.consume_all().unwrap();
+    assert_eq!(pool.stats().outstanding, 1, "the writer's parked block");
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(reader.poll_read_buffer(&mut cx).is_pending());
+    assert_eq!(pool.stats().outstanding, 0, "the idle pipe holds no block");
+
+    writer.write_slice(b"next").unwrap();
+    writer.flush_blocking().unwrap();
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"next");
+    assert_eq!(pool.stats().rents, 2, "a fresh block for the next write");
+}
+
+/// A reader that never waits (a same-thread loop, a busy consumer) leaves the parked buffer to the
+/// writer, which keeps filling the same block across flushes.
+#[test]
+fn a_reader_that_never_waits_leaves_the_writer_its_block() {
+    let pool = one_pool();
+    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    for i in 0..100u8 {
+        writer.write_slice(&[i; 10]).unwrap();
+        writer.flush_blocking().unwrap();
+        let result = reader.try_read().unwrap().expect("flushed bytes are there");
+        assert_eq!(result.buffer().to_vec(), [i; 10]);
+        reader.consume_all().unwrap();
+    }
+    assert_eq!(pool.stats().rents, 1, "1,000 bytes in one 4 KiB block");
+}
+
+/// After the reader completed, an impossible `buffer_mut` hint fails as it does with a live reader
+/// (it once grew a scratch `Vec` to the hint: a capacity-overflow panic, or an abort on a huge one).
+#[test]
+fn buffer_mut_after_the_reader_completed_fails_like_with_a_live_reader() {
+    let (mut live, _reader) = pipe();
+    let live_error = live.buffer_mut(usize::MAX).unwrap_err();
+    assert!(
+        matches!(
+            live_error,
+            Error::RequestTooLarge {
+                requested: usize::MAX,
+                ..
+            }
+        ),
+        "{live_error:?}"
+    );
+    let (mut writer, mut reader) = pipe();
+    reader.complete();
+    writer.write_slice(b"x").unwrap(); // notices the completion
+    assert_eq!(writer.buffer_mut(usize::MAX).unwrap_err(), live_error);
+    // A large but possible hint is an error too when the memory is not there, never an abort.
+    match writer.buffer_mut(1 << 60) {
+        Err(Error::AllocationFailed { size }) => assert_eq!(size, 1 << 60),
+        other => panic!(
+            "expected an allocation failure, got {:?}",
+            other.map(|s| s.len())
+        ),
+    }
+    assert!(writer.flush_blocking().unwrap().is_completed());
+}
+
+/// Discarded writes (the reader completed) hold no memory: `write_slice` copies nothing, and the
+/// scratch `buffer_mut` hands out is freed by the writer's next call (it once kept a scratch as
+/// large as the largest discarded write for the writer's life).
+#[test]
+fn discarded_writes_hold_no_memory() {
+    let (mut writer, mut reader) = pipe();
+    reader.complete();
+    writer.write_slice(b"notice").unwrap();
+    let big = vec![7u8; 1 << 20];
+    let before = counting_alloc::allocations();
+    writer.write_slice(&big).unwrap();
+    assert_eq!(
+        counting_alloc::allocations(),
+        before,
+        "a discarded write_slice allocates nothing"
+    );
+
+    assert!(writer.flush_blocking().unwrap().is_completed()); // this thread's waker, made once
+    let held_before = counting_alloc::net_bytes_here();
+    let space = writer.buffer_mut(1 << 20).unwrap();
+    space[..3].copy_from_slice(b"abc");
+    writer.advance(3).unwrap();
+    writer.advance(5).unwrap(); // more of the same handed-out space, as with a live reader
+    assert!(writer.flush_blocking().unwrap().is_completed());
+    assert_eq!(
+        counting_alloc::net_bytes_here(),
+        held_before,
+        "the discard scratch outlived the write"
+    );
 }

@@ -45,13 +45,17 @@ fn finish(mut writer: Hold<PipeWriter>, end: End) {
     }
 }
 
-/// Read until completion or an error; returns the bytes and the error's message.
+/// Read until completion or an error; returns the bytes and the error's (source's) message.
 fn read_until_end(reader: &mut PipeReader) -> (Vec<u8>, Option<String>) {
     let mut got = Vec::new();
     loop {
         let result = match block_on(reader.read_buffer()) {
             Ok(result) => result,
-            Err(e) => return (got, Some(e.to_string())),
+            // The peer's own message is the error's source.
+            Err(e) => {
+                let source = std::error::Error::source(&e).map(|s| s.to_string());
+                return (got, Some(source.unwrap_or_else(|| e.to_string())));
+            }
         };
         let bytes = result.buffer().to_vec();
         let completed = result.is_completed();

@@ -142,7 +142,7 @@ impl FillState {
 
     /// The source has nothing: sleep until it does, or until the reader completes.
     fn idle(&mut self, cx: &mut Context<'_>, writer: &mut PipeWriter) -> Poll<io::Result<u64>> {
-        match writer.poll_reader_closed(cx) {
+        match writer.poll_reader_completed(cx) {
             Poll::Ready(()) => Poll::Ready(Ok(self.total)),
             Poll::Pending => Poll::Pending,
         }

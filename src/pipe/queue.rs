@@ -28,6 +28,7 @@
 
 use std::ptr;
 
+use crate::block::{ParkedWriter, ParkingSlot, Writer};
 use crate::packet::Packet;
 use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::sync::{Arc, UnsafeCell};
@@ -58,6 +59,9 @@ struct QueueShared {
     consumer_pos: AtomicPtr<Node>,
     /// The oldest node, recorded by the producer when it goes, for the final free.
     oldest: AtomicPtr<Node>,
+    /// The producer's write buffer between publications (see `block::ParkingSlot`): next to
+    /// `published`, which the consumer loads anyway, since the producer writes both per flush.
+    parked_tail: ParkingSlot,
 }
 
 impl Drop for QueueShared {
@@ -80,6 +84,7 @@ pub(crate) fn queue() -> (Producer, Consumer) {
         published: AtomicU64::new(0),
         consumer_pos: AtomicPtr::new(dummy),
         oldest: AtomicPtr::new(dummy),
+        parked_tail: ParkingSlot::default(),
     });
     let producer = Producer {
         shared: shared.clone(),
@@ -188,6 +193,19 @@ impl Producer {
         self.shared.published.fetch_add(add, PUBLISH_ORDERING)
     }
 
+    /// Park the write buffer's reference (call before `publish`, so a consumer that sees the
+    /// published bytes sees the parked buffer too).
+    #[inline]
+    pub(crate) fn park_tail(&mut self, writer: Writer) -> ParkedWriter {
+        self.shared.parked_tail.park(writer)
+    }
+
+    /// Take the parked write buffer back, unless the consumer released it.
+    #[inline]
+    pub(crate) fn reclaim_tail(&mut self, parked: ParkedWriter) -> Option<Writer> {
+        self.shared.parked_tail.reclaim(parked)
+    }
+
     /// Drop every staged packet and free its node. Only valid once the consumer has closed (it
     /// never walks past published bytes, and a closed consumer walks nowhere).
     pub(crate) fn discard_staged(&mut self) {
@@ -274,6 +292,12 @@ impl Consumer {
     #[inline]
     pub(crate) fn published_bytes(&self) -> u64 {
         split_word(self.shared.published.load(Ordering::SeqCst)).0
+    }
+
+    /// Send the producer's parked write buffer home, if it is parked (the consumer goes idle).
+    #[inline]
+    pub(crate) fn release_parked_tail(&self) {
+        self.shared.parked_tail.release();
     }
 
     /// Bytes consumed since the start.

@@ -219,13 +219,16 @@ impl PipeReader {
                 // Saturating: `read_at_least(usize::MAX)` means "until the writer completes", and a
                 // wrapped target would re-impose the pause the wait relies on lifting.
                 let target = self.queue.consumed().saturating_add(n);
-                self.state.reader_needs.store(target, Ordering::SeqCst);
-                self.state.writer_wait.wake();
+                self.state
+                    .progress
+                    .reader_needs
+                    .store(target, Ordering::SeqCst);
+                self.state.waits.writer.wake();
             }
             // About to sleep: send the writer's parked block home, so an idle pipe holds none
             // (the writer rents a fresh one if it writes again).
-            self.state.parked_tail.release();
-            self.state.reader_wait.register(cx.waker());
+            self.queue.release_parked_tail();
+            self.state.waits.reader.register(cx.waker());
             // MUTANT no_recheck (test-only, `--cfg packetpipe_mutant="no_recheck"`): sleep right
             // after registering, without checking again; a flush in between is never seen.
             if cfg!(packetpipe_mutant = "no_recheck") {
@@ -234,7 +237,7 @@ impl PipeReader {
             registered = true;
         };
         if matches!(want, Want::AtLeast(_)) {
-            self.state.reader_needs.store(0, Ordering::Relaxed);
+            self.state.progress.reader_needs.store(0, Ordering::Relaxed);
         }
         Poll::Ready(result)
     }
@@ -247,8 +250,12 @@ impl PipeReader {
         // canceler (`wait.rs`); a Relaxed load could miss a cancel whose wake saw no waiter
         // (found by the loom cancel model).
         crate::sync::loom_seq_cst_point();
-        let canceled = self.state.cancel_read.load(Ordering::SeqCst)
-            && self.state.cancel_read.swap(false, Ordering::SeqCst);
+        let canceled = self.state.progress.cancel_read.load(Ordering::SeqCst)
+            && self
+                .state
+                .progress
+                .cancel_read
+                .swap(false, Ordering::SeqCst);
         self.writer_flags = self.queue.refresh();
         let available = self.queue.available();
         let unseen = self.queue.consumed() + available > self.examined;
@@ -455,12 +462,12 @@ impl PipeReader {
             return;
         }
         self.examined_max = position;
-        self.state.reader.store(position, Ordering::SeqCst);
-        if self.state.writer_wait.is_waiting() {
+        self.state.progress.reader.store(position, Ordering::SeqCst);
+        if self.state.waits.writer.is_waiting() {
             let published = self.queue.published_bytes();
-            let reader = self.state.reader.load(Ordering::SeqCst);
+            let reader = self.state.progress.reader.load(Ordering::SeqCst);
             if !self.state.must_wait(reader, published, true) {
-                self.state.writer_wait.wake();
+                self.state.waits.writer.wake();
             }
         }
     }
@@ -492,10 +499,10 @@ impl PipeReader {
             self.state.set_reader_error(error);
             word |= FAILED;
         }
-        self.state.reader.store(word, Ordering::SeqCst);
-        self.state.writer_wait.wake();
-        self.state.reader_closed_wait.wake();
-        self.state.parked_tail.release();
+        self.state.progress.reader.store(word, Ordering::SeqCst);
+        self.state.waits.writer.wake();
+        self.state.waits.reader_closed.wake();
+        self.queue.release_parked_tail();
         self.queue.refresh();
         let available = self.queue.available();
         self.queue.consume(available);
@@ -561,7 +568,11 @@ impl Drop for Read<'_> {
     fn drop(&mut self) {
         // A `read_at_least` dropped while waiting must not keep backpressure lifted.
         if let (Some(reader), Want::AtLeast(_)) = (&self.reader, self.want) {
-            reader.state.reader_needs.store(0, Ordering::Relaxed);
+            reader
+                .state
+                .progress
+                .reader_needs
+                .store(0, Ordering::Relaxed);
         }
     }
 }

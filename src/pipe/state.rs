@@ -9,14 +9,13 @@
 //! | `reader` word (furthest examined + `READER_DONE`/`READER_FAILED`) | reader (SeqCst) | writer |
 //! | `reader_needs` (target of a pending `read_at_least`) | reader (SeqCst) | writer |
 //! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap) |
-//! | `reader_wait` | reader registers | writer and cancelers wake |
-//! | `writer_wait` | writer registers | reader and cancelers wake |
-//! | `reader_closed_wait` | writer registers (idle pump) | reader's completion wakes |
-//! | `parked_tail` | writer parks (before publishing) and reclaims (swap) | reader releases (swap) before it waits |
+//! | `waits.reader` | reader registers | writer and cancelers wake |
+//! | `waits.writer` | writer registers | reader and cancelers wake |
+//! | `reader_closed` wait | writer registers (idle pump) | reader's completion wakes |
+//! | queue `parked_tail` | writer parks (before publishing) and reclaims (swap) | reader releases (swap) before it waits |
 //! | `writer_error` / `reader_error` | the completing side, before its DONE bit | the other side, after it |
 
 use super::wait::WaitCell;
-use crate::block::ParkingSlot;
 use crate::error::{Error, SharedError};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, CachePadded, Mutex};
@@ -28,56 +27,76 @@ pub(crate) const FAILED: u64 = 1 << 62;
 /// The count part of a state word.
 pub(crate) const COUNT: u64 = !(DONE | FAILED);
 
+/// Everything the two ends share besides the segment queue, in two cache-line groups (each
+/// `CachePadded`, so a pipe costs 384 bytes of state here, not one line per field):
+///
+/// - `progress`: the reader's examined position, written on every advance and read by the writer on
+///   every flush, with what is read alongside it and rarely written (thresholds, the
+///   `read_at_least` target, cancel flags, completion errors).
+/// - `waits`: each side's parking spot, written only when a side goes to sleep or wakes the other.
+///
+/// The writer's hot word (`published`) and its parked block live in the queue's own shared state.
 pub(crate) struct PipeState {
+    pub(crate) progress: CachePadded<Progress>,
+    pub(crate) waits: CachePadded<Waits>,
+}
+
+pub(crate) struct Progress {
+    /// Furthest examined byte + `DONE`/`FAILED` of the reader.
+    pub(crate) reader: AtomicU64,
+    /// Target of a waiting `read_at_least` (0: none): lifts backpressure below it.
+    pub(crate) reader_needs: AtomicU64,
     pub(crate) pause_threshold: u64,
     pub(crate) resume_threshold: u64,
-    pub(crate) reader: CachePadded<AtomicU64>,
-    pub(crate) reader_needs: AtomicU64,
     pub(crate) cancel_read: AtomicBool,
     pub(crate) cancel_flush: AtomicBool,
-    pub(crate) reader_wait: CachePadded<WaitCell>,
-    pub(crate) writer_wait: CachePadded<WaitCell>,
-    /// The writer's block between flushes; the reader releases it when it goes idle.
-    pub(crate) parked_tail: ParkingSlot,
-    /// A writer-side task waiting only for the reader to complete (a fill pump idle on its
-    /// source); woken by the reader's completion alone, never by its progress.
-    pub(crate) reader_closed_wait: WaitCell,
     writer_error: Mutex<Option<SharedError>>,
     reader_error: Mutex<Option<SharedError>>,
+}
+
+pub(crate) struct Waits {
+    pub(crate) reader: WaitCell,
+    pub(crate) writer: WaitCell,
+    /// A writer-side task waiting only for the reader to complete (a fill pump idle on its
+    /// source); woken by the reader's completion alone, never by its progress.
+    pub(crate) reader_closed: WaitCell,
 }
 
 impl PipeState {
     pub(crate) fn new(pause_threshold: u64, resume_threshold: u64) -> PipeState {
         PipeState {
-            pause_threshold,
-            // A paused flush resumes at `< resume`; 0 would never be reached, so it means "once every
-            // flushed byte is examined".
-            resume_threshold: resume_threshold.clamp(1, pause_threshold.max(1)),
-            reader: CachePadded(AtomicU64::new(0)),
-            reader_needs: AtomicU64::new(0),
-            cancel_read: AtomicBool::new(false),
-            cancel_flush: AtomicBool::new(false),
-            reader_wait: CachePadded(WaitCell::default()),
-            writer_wait: CachePadded(WaitCell::default()),
-            parked_tail: ParkingSlot::default(),
-            reader_closed_wait: WaitCell::default(),
-            writer_error: Mutex::new(None),
-            reader_error: Mutex::new(None),
+            progress: CachePadded(Progress {
+                reader: AtomicU64::new(0),
+                reader_needs: AtomicU64::new(0),
+                pause_threshold,
+                // A paused flush resumes at `< resume`; 0 would never be reached, so it means
+                // "once every flushed byte is examined".
+                resume_threshold: resume_threshold.clamp(1, pause_threshold.max(1)),
+                cancel_read: AtomicBool::new(false),
+                cancel_flush: AtomicBool::new(false),
+                writer_error: Mutex::new(None),
+                reader_error: Mutex::new(None),
+            }),
+            waits: CachePadded(Waits {
+                reader: WaitCell::default(),
+                writer: WaitCell::default(),
+                reader_closed: WaitCell::default(),
+            }),
         }
     }
 
     /// Record the writer's error; call before publishing `DONE | FAILED`.
     pub(crate) fn set_writer_error(&self, error: SharedError) {
-        *lock(&self.writer_error) = Some(error);
+        *lock(&self.progress.writer_error) = Some(error);
     }
 
     pub(crate) fn set_reader_error(&self, error: SharedError) {
-        *lock(&self.reader_error) = Some(error);
+        *lock(&self.progress.reader_error) = Some(error);
     }
 
     /// The writer's completion error as seen by the reader (after it saw `FAILED`).
     pub(crate) fn writer_error(&self) -> Error {
-        let source = lock(&self.writer_error)
+        let source = lock(&self.progress.writer_error)
             .clone()
             .expect("FAILED is set after the error");
         Error::Peer {
@@ -87,7 +106,7 @@ impl PipeState {
     }
 
     pub(crate) fn reader_error(&self) -> Error {
-        let source = lock(&self.reader_error)
+        let source = lock(&self.progress.reader_error)
             .clone()
             .expect("FAILED is set after the error");
         Error::Peer {
@@ -100,7 +119,7 @@ impl PipeState {
     /// already paused (hysteresis: pause at >= pause threshold, resume at < resume threshold).
     #[inline]
     pub(crate) fn must_wait(&self, reader: u64, published: u64, paused: bool) -> bool {
-        if self.pause_threshold == 0 {
+        if self.progress.pause_threshold == 0 {
             return false;
         }
         if reader & DONE != 0 {
@@ -108,13 +127,13 @@ impl PipeState {
         }
         let unexamined = published.saturating_sub(reader & COUNT);
         let threshold = if paused {
-            self.resume_threshold
+            self.progress.resume_threshold
         } else {
-            self.pause_threshold
+            self.progress.pause_threshold
         };
         // A reader waiting in `read_at_least` for bytes not yet published lifts backpressure
         // (checked last: it is only needed when the flush would otherwise wait).
-        unexamined >= threshold && self.reader_needs.load(Ordering::SeqCst) <= published
+        unexamined >= threshold && self.progress.reader_needs.load(Ordering::SeqCst) <= published
     }
 }
 
@@ -139,20 +158,26 @@ pub struct PipeCanceler {
 impl PipeCanceler {
     /// Make the pending read (or the next one) return with `is_canceled`.
     pub fn cancel_pending_read(&self) {
-        self.state.cancel_read.store(true, Ordering::SeqCst);
+        self.state
+            .progress
+            .cancel_read
+            .store(true, Ordering::SeqCst);
         // MUTANT cancel_no_wake (test-only, `--cfg packetpipe_mutant="cancel_no_wake"`): the flag
         // is set but a reader already asleep is not woken.
         if cfg!(packetpipe_mutant = "cancel_no_wake") {
             return;
         }
-        self.state.reader_wait.wake();
+        self.state.waits.reader.wake();
     }
 
     /// Make the pending flush (or the next one) return with `is_canceled`; flushed data stays
     /// committed.
     pub fn cancel_pending_flush(&self) {
-        self.state.cancel_flush.store(true, Ordering::SeqCst);
-        self.state.writer_wait.wake();
+        self.state
+            .progress
+            .cancel_flush
+            .store(true, Ordering::SeqCst);
+        self.state.waits.writer.wake();
     }
 }
 

@@ -66,22 +66,29 @@ pub struct PipeWriter {
     state: Arc<PipeState>,
     pool: Pool,
     min_segment_size: usize,
-    /// The current pooled write buffer; its written bytes are staged but not yet sealed.
-    buf: Option<PacketBuf>,
-    /// The write buffer between a flush and the next write, its reference parked in the shared
-    /// state so an idle reader can send the block home (`block::ParkingSlot`). Never set together
-    /// with `buf`.
-    parked: Option<ParkedWriter>,
+    buf: WriteBuf,
     /// Bytes of the last `buffer_mut` slice not yet committed by `advance`.
     handed_out: usize,
-    /// Scratch space handed out once the reader has completed (writes are discarded).
-    discard: Vec<u8>,
     /// Bytes published so far (the writer is the only one changing that count).
     published: u64,
     /// The current flush is waiting for the reader (cleared whenever a flush returns).
     paused: bool,
     reader_done: bool,
     completed: bool,
+}
+
+/// The writer's write buffer.
+enum WriteBuf {
+    /// None: the next write rents one.
+    None,
+    /// A pooled buffer being written; its written bytes are staged but not yet sealed.
+    Active(PacketBuf),
+    /// The buffer between a flush and the next write, its reference parked in the queue so an idle
+    /// reader can send the block home (`block::ParkingSlot`).
+    Parked(ParkedWriter),
+    /// The reader has completed: scratch space for the `buffer_mut` call being served (writes
+    /// into it are discarded); freed by the writer's next call, so discarded writes hold nothing.
+    Discard(Box<[u8]>),
 }
 
 impl PipeWriter {
@@ -96,10 +103,8 @@ impl PipeWriter {
             state,
             pool,
             min_segment_size,
-            buf: None,
-            parked: None,
+            buf: WriteBuf::None,
             handed_out: 0,
-            discard: Vec::new(),
             published: 0,
             paused: false,
             reader_done: false,
@@ -111,6 +116,7 @@ impl PipeWriter {
     #[inline]
     pub fn append(&mut self, packet: impl Into<Packet>) -> Result<(), Error> {
         self.check_open()?;
+        self.end_discarded_write();
         if self.reader_done {
             return Ok(());
         }
@@ -137,27 +143,29 @@ impl PipeWriter {
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
         let need = size_hint.max(1);
-        self.unpark();
-        let fits = self
-            .buf
-            .as_ref()
-            .is_some_and(|b| bytes::BufMut::remaining_mut(b) >= need);
-        if !fits && !self.reader_done {
-            self.seal_buf();
-            self.buf = None;
-            if !self.check_reader_done() {
-                self.buf = Some(self.pool.rent(need.max(self.min_segment_size))?);
+        self.end_discarded_write();
+        if !self.reader_done {
+            self.unpark();
+            let fits =
+                matches!(&self.buf, WriteBuf::Active(b) if bytes::BufMut::remaining_mut(b) >= need);
+            if !fits {
+                self.seal_buf();
+                self.buf = WriteBuf::None;
+                if !self.check_reader_done() {
+                    let rented = self.pool.rent(need.max(self.min_segment_size))?;
+                    self.buf = WriteBuf::Active(rented);
+                }
             }
         }
-        let space = match (&mut self.buf, self.reader_done) {
-            (Some(buf), false) => buf.spare_mut(),
-            _ => {
-                // The reader is gone: hand out scratch space, rent nothing.
-                if self.discard.len() < need {
-                    self.discard.resize(need, 0);
-                }
-                &mut self.discard[..]
-            }
+        if self.reader_done {
+            // The reader is gone: rent nothing, hand out scratch space that the next call frees.
+            // Requests no buffer could serve fail as they would with a live reader.
+            self.buf = WriteBuf::Discard(discard_scratch(need)?);
+        }
+        let space = match &mut self.buf {
+            WriteBuf::Active(buf) => buf.spare_mut(),
+            WriteBuf::Discard(scratch) => &mut scratch[..],
+            WriteBuf::None | WriteBuf::Parked(_) => unreachable!("a buffer was just provided"),
         };
         self.handed_out = space.len();
         Ok(space)
@@ -175,7 +183,7 @@ impl PipeWriter {
             });
         }
         self.handed_out -= n;
-        if let (Some(buf), false) = (&mut self.buf, self.reader_done) {
+        if let WriteBuf::Active(buf) = &mut self.buf {
             buf.commit(n).expect("within the space handed out");
         }
         Ok(())
@@ -189,6 +197,10 @@ impl PipeWriter {
         if data.is_empty() {
             return Ok(());
         }
+        if self.reader_done {
+            self.end_discarded_write();
+            return Ok(()); // discarded without copying
+        }
         let space = self.buffer_mut(data.len())?;
         space[..data.len()].copy_from_slice(data);
         self.advance(data.len())?;
@@ -201,7 +213,10 @@ impl PipeWriter {
     /// Bytes staged and not yet flushed.
     #[inline]
     pub fn unflushed_len(&self) -> usize {
-        let in_buf = self.buf.as_ref().map_or(0, |b| b.len());
+        let in_buf = match &self.buf {
+            WriteBuf::Active(buf) => buf.len(),
+            _ => 0,
+        };
         self.queue.staged_bytes() as usize + in_buf
     }
 
@@ -224,6 +239,7 @@ impl PipeWriter {
     #[inline]
     pub fn poll_flush_pipe(&mut self, cx: &mut Context<'_>) -> Poll<Result<FlushResult, Error>> {
         self.check_open()?;
+        self.end_discarded_write();
         self.publish_staged();
         let mut registered = false;
         loop {
@@ -237,7 +253,7 @@ impl PipeWriter {
                 return Poll::Pending;
             }
             // Announce the wait, then check again: the reader may have advanced in between.
-            self.state.writer_wait.register(cx.waker());
+            self.state.waits.writer.register(cx.waker());
             // MUTANT no_recheck_flush (test-only, `--cfg packetpipe_mutant="no_recheck_flush"`):
             // pause right after registering, without checking again; an advance in between that
             // brought the reader below the resume threshold is never seen.
@@ -254,7 +270,7 @@ impl PipeWriter {
     #[inline]
     fn flush_status(&mut self) -> Option<Result<FlushResult, Error>> {
         crate::sync::loom_seq_cst_point();
-        let reader = self.state.reader.load(Ordering::SeqCst);
+        let reader = self.state.progress.reader.load(Ordering::SeqCst);
         if reader & DONE != 0 {
             self.note_reader_done();
             if reader & FAILED != 0 {
@@ -265,8 +281,12 @@ impl PipeWriter {
                 is_canceled: false,
             }));
         }
-        if self.state.cancel_flush.load(Ordering::SeqCst)
-            && self.state.cancel_flush.swap(false, Ordering::SeqCst)
+        if self.state.progress.cancel_flush.load(Ordering::SeqCst)
+            && self
+                .state
+                .progress
+                .cancel_flush
+                .swap(false, Ordering::SeqCst)
         {
             return Some(Ok(FlushResult {
                 is_completed: false,
@@ -308,7 +328,7 @@ impl PipeWriter {
             self.seal_buf();
         }
         self.unpark();
-        self.buf = None;
+        self.buf = WriteBuf::None;
         let mut flags = DONE;
         if let Some(error) = error {
             self.state.set_writer_error(error);
@@ -316,7 +336,7 @@ impl PipeWriter {
         }
         // Bytes and DONE go out in one atomic add: the reader cannot see the end before the data.
         self.queue.publish(flags);
-        self.state.reader_wait.wake();
+        self.state.waits.reader.wake();
     }
 
     /// A handle that cancels pending reads and flushes from another thread or task.
@@ -357,7 +377,7 @@ impl PipeWriter {
             if self.check_reader_done() {
                 return Poll::Ready(Err(self.reader_gone()));
             }
-            let pause = self.state.pause_threshold;
+            let pause = self.state.progress.pause_threshold;
             if self.paused || (pause > 0 && self.pending_bytes() >= pause) {
                 let result = ready!(self.poll_flush_pipe(cx))?;
                 if result.is_completed() {
@@ -378,7 +398,7 @@ impl PipeWriter {
     /// Bytes the reader has not examined yet, flushed or staged.
     #[inline]
     fn pending_bytes(&self) -> u64 {
-        let examined = self.state.reader.load(Ordering::Acquire) & COUNT;
+        let examined = self.state.progress.reader.load(Ordering::Acquire) & COUNT;
         self.published.saturating_sub(examined) + self.unflushed_len() as u64
     }
 
@@ -386,13 +406,14 @@ impl PipeWriter {
     /// waiting `read_at_least` still needs beyond the published and staged bytes.
     #[inline]
     fn write_room(&self) -> usize {
-        let pause = self.state.pause_threshold;
+        let pause = self.state.progress.pause_threshold;
         if pause == 0 {
             return usize::MAX;
         }
         let below_pause = pause.saturating_sub(self.pending_bytes());
         let needed = self
             .state
+            .progress
             .reader_needs
             .load(Ordering::SeqCst)
             .saturating_sub(self.published + self.unflushed_len() as u64);
@@ -409,7 +430,10 @@ impl PipeWriter {
             let mut data = &buf[..buf.len().min(limit - staged)];
             while !data.is_empty() {
                 self.unpark();
-                let tail = self.buf.as_ref().map_or(0, bytes::BufMut::remaining_mut);
+                let tail = match &self.buf {
+                    WriteBuf::Active(buf) => bytes::BufMut::remaining_mut(buf),
+                    _ => 0,
+                };
                 let hint = if tail > 0 {
                     1
                 } else {
@@ -438,7 +462,7 @@ impl PipeWriter {
     /// The error a write gets once the reader is gone: its completion error, or
     /// [`Error::ReaderGone`].
     fn reader_gone(&self) -> Error {
-        if self.state.reader.load(Ordering::Acquire) & FAILED != 0 {
+        if self.state.progress.reader.load(Ordering::Acquire) & FAILED != 0 {
             self.state.reader_error()
         } else {
             Error::ReaderGone
@@ -448,8 +472,13 @@ impl PipeWriter {
     /// Drop the write buffer if nothing is written into it (an idle pump gives its block back).
     #[inline]
     pub(crate) fn release_unused_buffer(&mut self) {
-        if self.buf.as_ref().is_some_and(|b| b.is_empty()) {
-            self.buf = None;
+        let unused = match &self.buf {
+            WriteBuf::Active(buf) => buf.is_empty(),
+            WriteBuf::Discard(_) => true,
+            WriteBuf::None | WriteBuf::Parked(_) => false,
+        };
+        if unused {
+            self.buf = WriteBuf::None;
             self.handed_out = 0;
         }
     }
@@ -459,16 +488,26 @@ impl PipeWriter {
         self.complete_inner(Some(error));
     }
 
-    /// `Ready` once the reader has completed; otherwise registers `cx` to be woken by that alone
-    /// (not by the reader's progress): a pump idle on its source stops when the reader goes.
-    pub(crate) fn poll_reader_closed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// `Ready` once the reader has completed (or been dropped); otherwise `cx` is woken when it
+    /// does, and by nothing else (not by the reader's progress). Like tokio's `Sender::closed`: a
+    /// producer idle on its own source (a socket) can stop as soon as nobody reads.
+    ///
+    /// ```
+    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// let waiter = std::thread::spawn(move || {
+    ///     futures::executor::block_on(std::future::poll_fn(|cx| writer.poll_reader_completed(cx)));
+    /// });
+    /// drop(reader);
+    /// waiter.join().unwrap();
+    /// ```
+    pub fn poll_reader_completed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.check_reader_done() {
             return Poll::Ready(());
         }
         // The wait handshake (`wait.rs`): announce, then re-check with a SeqCst load.
-        self.state.reader_closed_wait.register(cx.waker());
+        self.state.waits.reader_closed.register(cx.waker());
         crate::sync::loom_seq_cst_point();
-        if self.state.reader.load(Ordering::SeqCst) & DONE != 0 {
+        if self.state.progress.reader.load(Ordering::SeqCst) & DONE != 0 {
             self.note_reader_done();
             return Poll::Ready(());
         }
@@ -492,10 +531,14 @@ impl PipeWriter {
     /// Stage the write buffer's written bytes as a packet; drop the buffer once full.
     #[inline]
     fn seal_buf(&mut self) {
-        let Some(buf) = &mut self.buf else { return };
+        let WriteBuf::Active(buf) = &mut self.buf else {
+            return;
+        };
         if bytes::BufMut::remaining_mut(buf) == 0 {
             // Full: the buffer's own reference passes to the packet (no increment + decrement).
-            let buf = self.buf.take().expect("checked above");
+            let WriteBuf::Active(buf) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
+                unreachable!("matched above")
+            };
             self.handed_out = 0;
             if !buf.is_empty() {
                 self.queue.push(buf.freeze().into());
@@ -521,13 +564,13 @@ impl PipeWriter {
             self.park();
             self.queue.publish(0);
             self.published += staged;
-            self.state.reader_wait.wake();
+            self.state.waits.reader.wake();
         }
     }
 
     #[inline]
     fn check_reader_done(&mut self) -> bool {
-        if !self.reader_done && self.state.reader.load(Ordering::Acquire) & DONE != 0 {
+        if !self.reader_done && self.state.progress.reader.load(Ordering::Acquire) & DONE != 0 {
             self.note_reader_done();
         }
         self.reader_done
@@ -537,9 +580,14 @@ impl PipeWriter {
     /// `buffer_mut` handed out is void from here on.
     #[inline]
     fn park(&mut self) {
-        if let Some(buf) = self.buf.take() {
+        // Only an active buffer: one parked earlier stays parked (replacing it would lose track
+        // of the reference the slot still holds).
+        if let WriteBuf::Active(_) = self.buf {
+            let WriteBuf::Active(buf) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
+                unreachable!("matched above")
+            };
             debug_assert!(buf.is_empty(), "sealed before parking");
-            self.parked = Some(self.state.parked_tail.park(buf.into_writer()));
+            self.buf = WriteBuf::Parked(self.queue.park_tail(buf.into_writer()));
             self.handed_out = 0;
         }
     }
@@ -547,12 +595,22 @@ impl PipeWriter {
     /// Take the parked write buffer back, unless the reader released it while idle.
     #[inline]
     fn unpark(&mut self) {
-        if let Some(parked) = self.parked.take() {
-            self.buf = self
-                .state
-                .parked_tail
-                .reclaim(parked)
-                .map(PacketBuf::from_writer);
+        if let WriteBuf::Parked(_) = self.buf {
+            let WriteBuf::Parked(parked) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
+                unreachable!("matched above")
+            };
+            if let Some(writer) = self.queue.reclaim_tail(parked) {
+                self.buf = WriteBuf::Active(PacketBuf::from_writer(writer));
+            }
+        }
+    }
+
+    /// Free the scratch of a discarded write (the reader completed) once the writer moves on.
+    #[inline]
+    fn end_discarded_write(&mut self) {
+        if let WriteBuf::Discard(_) = self.buf {
+            self.buf = WriteBuf::None;
+            self.handed_out = 0;
         }
     }
 
@@ -561,7 +619,7 @@ impl PipeWriter {
         if !self.reader_done {
             self.reader_done = true;
             self.unpark();
-            self.buf = None;
+            self.buf = WriteBuf::None;
             self.handed_out = 0;
             self.queue.discard_staged();
         }
@@ -603,4 +661,21 @@ impl std::fmt::Debug for Flush<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Flush")
     }
+}
+
+/// Scratch space of `len` bytes for a write the reader will never see: the same limit and the
+/// same allocation failure as a live reader's `buffer_mut` (an error, never an abort).
+fn discard_scratch(len: usize) -> Result<Box<[u8]>, Error> {
+    if len > crate::block::MAX_CAPACITY {
+        return Err(Error::RequestTooLarge {
+            requested: len,
+            limit: crate::block::MAX_CAPACITY,
+        });
+    }
+    let mut scratch = Vec::new();
+    scratch
+        .try_reserve_exact(len)
+        .map_err(|_| Error::AllocationFailed { size: len })?;
+    scratch.resize(len, 0);
+    Ok(scratch.into_boxed_slice())
 }
