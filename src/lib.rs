@@ -14,6 +14,8 @@
 //!   increment; the last drop returns the block.
 //! - [`Packet`]: one type over pooled packets, [`bytes::Bytes`] and static slices, whose slicing
 //!   never allocates; [`PacketChain`] for several packets read as one.
+//! - [`io`]: the pipe's ends as std, `bytes`, tokio and futures-io I/O types; pumps between a
+//!   pipe and a socket; a duplex connection (one socket, two pipes, one future).
 //! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search).
 //!
 //! ```
@@ -50,7 +52,7 @@ pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
 pub use pool::{Pool, PoolBuilder, PoolStats};
 pub use segments::{ByteSegments, HexDump, Utf8Lossy};
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests (they use the `tokio` feature).
+#[cfg(all(doctest, feature = "tokio"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -541,6 +541,10 @@ impl std::fmt::Debug for PipeReader {
 }
 
 /// Future of [`PipeReader::read_buffer`] and [`PipeReader::read_at_least`].
+///
+/// Cancel safety: safe to drop at any await point (in a `select!`, say). A read consumes nothing by
+/// itself, so a dropped read loses no byte; a dropped `read_at_least` also stops lifting the
+/// writer's backpressure. The next read sees the same bytes.
 #[must_use = "futures do nothing unless polled"]
 pub struct Read<'a> {
     reader: Option<&'a mut PipeReader>,

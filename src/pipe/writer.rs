@@ -643,6 +643,10 @@ impl std::fmt::Debug for PipeWriter {
 }
 
 /// Future of [`PipeWriter::flush_pipe`].
+///
+/// Cancel safety: safe to drop at any await point. Its first poll publishes the staged bytes (a
+/// future dropped unpolled leaves them staged for the next flush); dropping it while it waits under
+/// backpressure only stops the waiting: the bytes stay published, none is lost or sent twice.
 #[must_use = "futures do nothing unless polled"]
 pub struct Flush<'a> {
     writer: &'a mut PipeWriter,
