@@ -15,7 +15,8 @@
 #   tests and each file of tests/), debug build, tests run one at a time (--test-threads=1);
 # - the loom-tests crate is skipped: without --cfg packetpipe_loom its binaries are empty;
 # - randomized tests run fewer cases: PROPTEST_CASES=16, PIPE_MODEL_CASES=50, and the stress
-#   tests send STRESS_FRAMES=2000 frames per variant (each can be overridden from the environment);
+#   tests send STRESS_FRAMES=2000 frames per variant; the io tests move less and drop less (below;
+#   each can be overridden from the environment);
 # - tests listed in SKIP below are skipped (each with the reason).
 # Doc tests are not run: they are separate rustdoc-built programs, covered natively by
 # `cargo test`.
@@ -28,6 +29,11 @@ command -v python3 >/dev/null || { echo "python3 is needed to read cargo's JSON 
 export PROPTEST_CASES="${PROPTEST_CASES:-16}"
 export PIPE_MODEL_CASES="${PIPE_MODEL_CASES:-50}"
 export STRESS_FRAMES="${STRESS_FRAMES:-2000}"
+# The io tests: 1 MiB per copy instead of 64, 300 drops per cancel test instead of 10,000, 200 idle
+# connections instead of 10,000 (their clients run natively in a child process).
+export IO_COPY_BYTES="${IO_COPY_BYTES:-1048576}"
+export CANCEL_DROPS="${CANCEL_DROPS:-300}"
+export IDLE_CONNECTIONS="${IDLE_CONNECTIONS:-200}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 filter="${1:-}"
 
