@@ -33,6 +33,9 @@ mutants=(
     "no_recheck_flush backpressure"
     "cancel_no_wake cancel"
     "racy_reclaim parked_tail"
+    "stale_waker dropped_futures"
+    "short_read_at_least read_at_least_end"
+    "take_frame_no_wake take_frame_cycles"
 )
 
 start=$SECONDS

@@ -80,6 +80,12 @@ pub enum Error {
     },
     /// `advance_to` was called with no read result to advance in.
     AdvanceWithoutRead,
+    /// `read_buffer`/`try_read` after `take_frame` without `advance_to`: the rest of the last
+    /// buffer would come back at once (a parser loop would spin). Call `advance_to` first.
+    ReadWithoutAdvance {
+        /// Bytes left in the last read's buffer (after frames taken from it).
+        len: usize,
+    },
     /// `advance_to` positions out of order or beyond the buffer last read.
     InvalidAdvance {
         /// Bytes to consume.
@@ -172,6 +178,10 @@ impl fmt::Display for Error {
             ),
             Error::AdvanceWithoutRead => f.write_str(
                 "advance_to called without a read result to advance in (read first; each read allows one advance_to)",
+            ),
+            Error::ReadWithoutAdvance { len } => write!(
+                f,
+                "read after take_frame without advance_to: the {len} bytes left of the last read would come back at once (call advance_to(consumed, examined) first)"
             ),
             Error::InvalidAdvance { consumed, examined, len } => {
                 if consumed > examined {

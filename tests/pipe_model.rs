@@ -360,6 +360,9 @@ enum Expect {
         available: Option<usize>,
     },
     AdvanceWithoutRead,
+    ReadWithoutAdvance {
+        len: usize,
+    },
     InvalidAdvance {
         consumed: usize,
         examined: usize,
@@ -381,6 +384,7 @@ fn check_error(actual: &Error, expected: &Expect) {
         (Error::WriterCompleted, Expect::WriterCompleted) => true,
         (Error::ReaderCompleted, Expect::ReaderCompleted) => true,
         (Error::AdvanceWithoutRead, Expect::AdvanceWithoutRead) => true,
+        (Error::ReadWithoutAdvance { len }, Expect::ReadWithoutAdvance { len: l }) => len == l,
         (
             Error::AdvancePastBuffer {
                 requested,
@@ -423,6 +427,7 @@ fn check_error(actual: &Error, expected: &Expect) {
         Expect::ReaderCompleted => "error: ReaderCompleted",
         Expect::AdvancePastBuffer { .. } => "error: AdvancePastBuffer",
         Expect::AdvanceWithoutRead => "error: AdvanceWithoutRead",
+        Expect::ReadWithoutAdvance { .. } => "error: ReadWithoutAdvance",
         Expect::InvalidAdvance { .. } => "error: InvalidAdvance",
         Expect::FrameBeyondBuffer { .. } => "error: FrameBeyondBuffer",
         Expect::Peer { .. } => "error: Peer",
@@ -454,6 +459,8 @@ struct Model {
     examined_max: u64,
     /// Length of the last read buffer (less frames taken), `None` when there is nothing to advance.
     last_len: Option<usize>,
+    /// Frames were taken from the last read's buffer since the last read or advance.
+    frames_taken: bool,
     writer_done: bool,
     writer_error: Option<String>,
     reader_done: bool,
@@ -542,6 +549,8 @@ impl Model {
             // Publishing parks the write buffer (an idle reader may send it home): the space
             // `buffer_mut` handed out is void.
             self.handed = Some(Vec::new());
+            // New bytes make a new flush: a pause left by an abandoned poll does not carry over.
+            self.writer_paused = false;
         }
         let paused = self.writer_paused;
         let status = match self.flush_status(paused) {
@@ -588,6 +597,7 @@ impl Model {
         if self.cancel_read {
             self.cancel_read = false;
             self.last_len = Some(self.flushed.len());
+            self.frames_taken = false;
             return Some(Ok((self.completed_flag(), true)));
         }
         let satisfied = self.satisfied(want);
@@ -606,6 +616,7 @@ impl Model {
         }
         if satisfied || self.writer_done {
             self.last_len = Some(self.flushed.len());
+            self.frames_taken = false;
             return Some(Ok((self.completed_flag(), false)));
         }
         None
@@ -615,6 +626,10 @@ impl Model {
     fn poll_read_buffer(&mut self, want: Want) -> Outcome<(bool, bool)> {
         if self.reader_done {
             return Outcome::Err(Expect::ReaderCompleted);
+        }
+        if let (Want::New, Some(len), true) = (want, self.last_len, self.frames_taken) {
+            // After take_frame, a read needs advance_to first (the rest would come back at once).
+            return Outcome::Err(Expect::ReadWithoutAdvance { len });
         }
         match self.read_check(want) {
             Some(result) => {
@@ -641,6 +656,9 @@ impl Model {
         if self.reader_done {
             return Err(Expect::ReaderCompleted);
         }
+        if let (Some(len), true) = (self.last_len, self.frames_taken) {
+            return Err(Expect::ReadWithoutAdvance { len });
+        }
         self.read_check(Want::New).transpose()
     }
 
@@ -660,6 +678,7 @@ impl Model {
         self.flushed.drain(..consumed);
         self.consumed += consumed as u64;
         self.last_len = None;
+        self.frames_taken = false;
         self.examined = start + examined as u64;
         self.examined_max = self.examined_max.max(self.examined);
         Ok(())
@@ -677,6 +696,7 @@ impl Model {
         let frame: Vec<u8> = self.flushed.drain(..n).collect();
         self.consumed += n as u64;
         self.last_len = Some(len - n);
+        self.frames_taken = true;
         self.examined = self.examined.max(self.consumed);
         self.examined_max = self.examined_max.max(self.consumed);
         Ok(frame)
@@ -1466,6 +1486,11 @@ impl Harness {
         let rents_before_drain = self.pool.stats().rents;
         if self.reader.is_some() && !self.m.reader_done {
             let mut may = MayWake::default();
+            if self.m.frames_taken && self.m.last_len.is_some() {
+                // Frames were taken: advance before reading on (nothing consumed, nothing examined).
+                self.reader.as_mut().unwrap().advance_to(0, 0).unwrap();
+                self.m.advance_to(0, 0).unwrap();
+            }
             let mut want = self.m.read_pending.unwrap_or(Want::New);
             for round in 0.. {
                 assert!(round < 8, "draining a completed pipe does not end");

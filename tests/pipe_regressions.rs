@@ -237,3 +237,134 @@ fn discarded_writes_hold_no_memory() {
         "the discard scratch outlived the write"
     );
 }
+
+/// After the reader completed, `consume_all` reports the same error as `advance_to` (it reported
+/// "advance without read").
+#[test]
+fn consume_all_after_the_reader_completed_reports_reader_completed_like_advance_to() {
+    let (mut writer, mut reader) = pipe();
+    writer.write_slice(b"abc").unwrap();
+    writer.flush_blocking().unwrap();
+    reader.read_blocking().unwrap();
+    reader.complete();
+    assert_eq!(reader.advance_to(0, 0).unwrap_err(), Error::ReaderCompleted);
+    assert_eq!(reader.consume_all().unwrap_err(), Error::ReaderCompleted);
+}
+
+/// After `take_frame`, a read without `advance_to` used to return the rest of the buffer at once,
+/// so a loop that took its frames and read for more spun; it is an error now, and after
+/// `advance_to` the read waits as expected.
+#[test]
+fn a_read_after_take_frame_without_advance_to_is_an_error_not_a_spin() {
+    use std::task::Context;
+    let (mut writer, mut reader) = pipe();
+    writer.write_slice(b"\x03abc\x02d").unwrap(); // a whole frame, then the start of the next
+    writer.flush_blocking().unwrap();
+    reader.read_blocking().unwrap();
+    reader.take_frame(1).unwrap();
+    assert_eq!(&reader.take_frame(3).unwrap()[..], b"abc");
+    let e = reader.read_blocking().unwrap_err();
+    assert_eq!(e, Error::ReadWithoutAdvance { len: 2 });
+    assert!(e.to_string().contains("advance_to"), "{e}");
+    assert_eq!(
+        reader.try_read().unwrap_err(),
+        Error::ReadWithoutAdvance { len: 2 }
+    );
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(matches!(
+        reader.poll_read_buffer(&mut cx),
+        std::task::Poll::Ready(Err(Error::ReadWithoutAdvance { len: 2 }))
+    ));
+    // read_at_least waits by count: it may follow directly (the header is there, the body not).
+    assert!(reader.poll_read_at_least(&mut cx, 3).is_pending());
+    reader.advance_to(0, 2).unwrap(); // the partial frame is examined
+    assert!(
+        reader.try_read().unwrap().is_none(),
+        "now it waits for more"
+    );
+    writer.write_slice(b"e").unwrap();
+    writer.flush_blocking().unwrap();
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"\x02de");
+}
+
+/// A writer dropped while its thread panics completes with an error, so the reader does not see
+/// the truncated stream as complete (it used to complete normally).
+#[test]
+fn a_writer_dropped_during_a_panic_completes_with_an_error() {
+    let (mut writer, mut reader) = pipe();
+    let producer = std::thread::spawn(move || {
+        writer.write_slice(b"half a fra").unwrap();
+        writer.flush_blocking().unwrap();
+        panic!("the producer failed mid-frame");
+    });
+    assert!(producer.join().is_err());
+    let result = reader.read_blocking().unwrap();
+    assert_eq!(result.buffer().to_vec(), b"half a fra");
+    assert!(
+        !result.is_completed(),
+        "a failed writer ends through its error"
+    );
+    reader.consume_all().unwrap();
+    let e = reader.read_blocking().unwrap_err();
+    let source = std::error::Error::source(&e).expect("the panic error");
+    assert!(source.to_string().contains("panicked"), "{source}");
+}
+
+/// The same for the reader: the writer's flush reports an error, not a normal completion.
+#[test]
+fn a_reader_dropped_during_a_panic_completes_with_an_error() {
+    let (mut writer, reader) = pipe();
+    let consumer = std::thread::spawn(move || {
+        let _reader = reader;
+        panic!("the consumer failed");
+    });
+    assert!(consumer.join().is_err());
+    writer.write_slice(b"x").unwrap();
+    let e = writer.flush_blocking().unwrap_err();
+    assert!(matches!(e, Error::Peer { side: "reader", .. }), "{e:?}");
+}
+
+/// A flush whose poll was abandoned while paused used to leave the writer paused, so the next
+/// flush of new bytes waited for the resume threshold instead of the pause threshold.
+#[test]
+fn an_abandoned_paused_flush_does_not_make_the_next_flush_wait_for_resume() {
+    use std::task::Context;
+    let (mut writer, mut reader) =
+        pipe_with(PipeOptions::new().pause_threshold(100).resume_threshold(10));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    writer.write_slice(&[1; 100]).unwrap();
+    assert!(
+        writer.poll_flush_pipe(&mut cx).is_pending(),
+        "paused at 100"
+    );
+    // Abandoned. The reader examines 60 bytes: 40 unexamined, below pause, above resume.
+    reader.read_blocking().unwrap();
+    reader.advance_to(60, 60).unwrap();
+    writer.write_slice(&[2; 5]).unwrap();
+    // A new flush with new bytes: 45 unexamined < 100 returns at once.
+    assert!(writer.poll_flush_pipe(&mut cx).is_ready());
+}
+
+/// A `read_at_least` whose poll was abandoned while waiting used to keep the writer's
+/// backpressure lifted for good; the reader's next operation ends the lift.
+#[test]
+fn an_abandoned_read_at_least_poll_stops_lifting_backpressure_at_the_next_read() {
+    use std::task::Context;
+    let (mut writer, mut reader) =
+        pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(reader.poll_read_at_least(&mut cx, 1000).is_pending()); // lifts, then abandoned
+    writer.write_slice(&[1; 50]).unwrap();
+    assert!(
+        writer.poll_flush_pipe(&mut cx).is_ready(),
+        "lifted while the read waits"
+    );
+    // The reader moves on to a plain read: the lift ends with it.
+    reader.read_blocking().unwrap();
+    reader.advance_to(0, 0).unwrap();
+    writer.write_slice(&[2; 50]).unwrap();
+    assert!(
+        writer.poll_flush_pipe(&mut cx).is_pending(),
+        "100 unexamined bytes over a pause threshold of 10 must pause again"
+    );
+}

@@ -117,3 +117,13 @@ pub fn pipe(options: PipeOptions) -> (Hold<PipeWriter>, Hold<PipeReader>) {
     let (writer, reader) = packetpipe::pipe::pipe_with(options);
     (Hold::new(writer), Hold::new(reader))
 }
+
+/// Poll `future` once with a waker that does nothing, as a `select!` would before dropping it.
+pub fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    struct Nothing;
+    impl Wake for Nothing {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = Waker::from(Arc::new(Nothing));
+    future.poll(&mut Context::from_waker(&waker))
+}

@@ -76,6 +76,18 @@
 //! |---|---|---|
 //! | reader | `read_buffer` (no byte beyond the examined point), `read_at_least(n)` (fewer than `n` bytes) | a flush that published bytes, writer completion, `cancel_pending_read` |
 //! | writer | `flush_pipe` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, `cancel_pending_flush` |
+//! | writer | `poll_reader_completed` (an idle fill pump) | reader completion or drop only |
+//!
+//! **The writer's block between flushes.** Each flush that publishes parks the writer's partly
+//! used block in the queue's `ParkingSlot` (before publishing); the writer's next write takes it
+//! back with an atomic swap, unless the reader, about to sleep (or completing), took it first and
+//! sent it home. One swap on each side decides; the loser does nothing (`block.rs`, loom model
+//! `parked_tail`).
+//!
+//! **What is bounded rather than prevented.** A flush racing with the reader's completion can
+//! publish after the reader released everything: those bytes (at most that one flush's; every
+//! later flush sees the completion and discards) stay in the queue until the reader end is dropped.
+//! Handing them back would need the writer to take nodes the consumer owns.
 
 mod blocking;
 pub(crate) use blocking::block_on;

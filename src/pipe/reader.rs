@@ -107,6 +107,10 @@ pub struct PipeReader {
     writer_flags: u64,
     /// `(is_completed, is_canceled)` of the last successful read, for `last_read`.
     last_status: (bool, bool),
+    /// A `read_at_least` target is stored in the shared state (backpressure lifted).
+    lifting: bool,
+    /// Frames were taken from the last read's buffer and no `advance_to` followed yet.
+    frames_taken: bool,
     completed: bool,
 }
 
@@ -127,12 +131,20 @@ impl PipeReader {
             last_len: None,
             writer_flags: 0,
             last_status: (false, false),
+            lifting: false,
+            frames_taken: false,
             completed: false,
         }
     }
 
     /// Wait until there are bytes beyond the examined point (or the writer completes, or the read
     /// is canceled), then return all unconsumed bytes.
+    ///
+    /// Between two reads, [`advance_to`](Self::advance_to) says how far the last buffer was
+    /// consumed and examined; without it, a read returns the same bytes at once. After
+    /// [`take_frame`](Self::take_frame), a read without `advance_to` is
+    /// [`Error::ReadWithoutAdvance`] instead (the rest would come back at once and spin a parser
+    /// loop that took its frames and reads for more).
     #[inline]
     pub fn read_buffer(&mut self) -> Read<'_> {
         Read {
@@ -157,10 +169,13 @@ impl PipeReader {
         }
     }
 
-    /// Return the unconsumed bytes if a read would not wait now, `Ok(None)` if it would.
+    /// Return the unconsumed bytes if a read would not wait now, `Ok(None)` if it would. Like
+    /// [`read_buffer`](Self::read_buffer), after frames were taken it needs `advance_to` first.
     #[inline]
     pub fn try_read(&mut self) -> Result<Option<ReadResult<'_>>, Error> {
         self.check_open()?;
+        self.check_advanced()?;
+        self.end_lift();
         match self.check(Want::New) {
             Some(Ok(status)) => Ok(Some(self.result(status))),
             Some(Err(e)) => Err(e),
@@ -183,6 +198,7 @@ impl PipeReader {
     /// from [`last_read`](Self::last_read).
     #[inline]
     pub fn poll_read_buffer(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.check_advanced()?;
         self.poll_want(cx, Want::New).map_ok(|_| ())
     }
 
@@ -202,9 +218,34 @@ impl PipeReader {
         self.last_len.map(|_| self.result(self.last_status))
     }
 
+    /// After frames were taken, a new `read_buffer` needs `advance_to` first: the rest of the
+    /// buffer is not marked examined, so it would come back at once and a parser loop that took
+    /// its frames and reads for more would spin. (`read_at_least` waits by count, so it may follow
+    /// directly; a read after a read without `take_frame` returns the same bytes, as documented.)
+    #[inline]
+    fn check_advanced(&self) -> Result<(), Error> {
+        match self.last_len {
+            Some(len) if self.frames_taken => Err(Error::ReadWithoutAdvance { len: len as usize }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stop lifting backpressure for a `read_at_least` that is no longer waiting (its poll form
+    /// may have been abandoned while pending).
+    #[inline]
+    fn end_lift(&mut self) {
+        if self.lifting {
+            self.lifting = false;
+            self.state.progress.reader_needs.store(0, Ordering::Relaxed);
+        }
+    }
+
     #[inline]
     fn poll_want(&mut self, cx: &mut Context<'_>, want: Want) -> Poll<Result<(bool, bool), Error>> {
         self.check_open()?;
+        if let Want::New = want {
+            self.end_lift();
+        }
         let mut registered = false;
         let result = loop {
             if let Some(result) = self.check(want) {
@@ -223,6 +264,7 @@ impl PipeReader {
                     .progress
                     .reader_needs
                     .store(target, Ordering::SeqCst);
+                self.lifting = true;
                 self.state.waits.writer.wake();
             }
             // About to sleep: send the writer's parked block home, so an idle pipe holds none
@@ -236,9 +278,7 @@ impl PipeReader {
             }
             registered = true;
         };
-        if matches!(want, Want::AtLeast(_)) {
-            self.state.progress.reader_needs.store(0, Ordering::Relaxed);
-        }
+        self.end_lift();
         Poll::Ready(result)
     }
 
@@ -270,7 +310,11 @@ impl PipeReader {
         // bytes flushed before it: for `read_buffer`, when every such byte has been seen; for
         // `read_at_least(n)`, when fewer than `n` arrived (they never will: a short buffer with
         // neither `is_completed` nor `is_canceled` would break that read's promise).
-        if done && failed && !satisfied && (!unseen || matches!(want, Want::AtLeast(_))) {
+        // MUTANT short_read_at_least (test-only, `--cfg packetpipe_mutant="short_read_at_least"`):
+        // the old behaviour, a short buffer with neither flag.
+        let at_least =
+            matches!(want, Want::AtLeast(_)) && !cfg!(packetpipe_mutant = "short_read_at_least");
+        if done && failed && !satisfied && (!unseen || at_least) {
             return Some(Err(self.state.writer_error()));
         }
         if !(satisfied || done) {
@@ -279,6 +323,7 @@ impl PipeReader {
         // A writer that failed reports its end through the error, once its bytes are read.
         let status = (done && !failed, canceled);
         self.last_len = Some(available);
+        self.frames_taken = false;
         self.last_status = status;
         Some(Ok(status))
     }
@@ -310,9 +355,11 @@ impl PipeReader {
                 len: len as usize,
             });
         }
+        self.end_lift();
         let start = self.queue.consumed();
         self.queue.consume(consumed as u64);
         self.last_len = None;
+        self.frames_taken = false;
         self.examined = start + examined as u64;
         self.note_examined(self.examined);
         Ok(())
@@ -347,6 +394,8 @@ impl PipeReader {
             self.queue.consume(n);
             self.after_take(n as usize);
         }
+        // A byte stream has no read to advance in: consuming is the advance.
+        self.last_len = None;
     }
 
     /// Hand the first `max` bytes (at most) of the last read buffer to `put`, segment by segment,
@@ -370,6 +419,8 @@ impl PipeReader {
     /// Consume the whole buffer of the last read (`advance_to(len, len)`).
     #[inline]
     pub fn consume_all(&mut self) -> Result<(), Error> {
+        // Checked first, as `advance_to` does: the same misuse gives the same error.
+        self.check_open()?;
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)? as usize;
         self.advance_to(len, len)
     }
@@ -422,6 +473,7 @@ impl PipeReader {
             frame
         };
         self.after_take(n);
+        self.frames_taken = true;
         Ok(packet)
     }
 
@@ -431,6 +483,7 @@ impl PipeReader {
         let mut chain = PacketChain::new();
         self.queue.take(n as u64, |p| chain.push(p));
         self.after_take(n);
+        self.frames_taken = true;
         Ok(chain)
     }
 
@@ -449,9 +502,15 @@ impl PipeReader {
 
     #[inline]
     fn after_take(&mut self, n: usize) {
+        self.end_lift();
         self.last_len = self.last_len.map(|len| len - n as u64);
         let consumed = self.queue.consumed();
         self.examined = self.examined.max(consumed);
+        // MUTANT take_frame_no_wake (test-only, `--cfg packetpipe_mutant="take_frame_no_wake"`):
+        // taking a frame consumes bytes without telling the writer, which stays paused.
+        if cfg!(packetpipe_mutant = "take_frame_no_wake") {
+            return;
+        }
         self.note_examined(consumed);
     }
 
@@ -494,6 +553,7 @@ impl PipeReader {
         }
         self.completed = true;
         self.last_len = None;
+        self.end_lift();
         let mut word = DONE | self.examined_max;
         if let Some(error) = error {
             self.state.set_reader_error(error);
@@ -524,9 +584,15 @@ impl PipeReader {
     }
 }
 
+/// Dropping the reader completes it; dropped while its thread panics, it completes with an error
+/// (the writer's flushes report the failure instead of a normal `is_completed`).
 impl Drop for PipeReader {
     fn drop(&mut self) {
-        self.complete();
+        if std::thread::panicking() {
+            self.complete_with_error("the reader was dropped while its thread panicked");
+        } else {
+            self.complete();
+        }
     }
 }
 
@@ -558,6 +624,10 @@ impl<'a> Future for Read<'a> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let want = self.want;
         let reader = self.reader.as_mut().expect("Read polled after completion");
+        if let (Want::New, Err(e)) = (want, reader.check_advanced()) {
+            self.reader = None;
+            return Poll::Ready(Err(e));
+        }
         let status = match reader.poll_want(cx, want) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -571,12 +641,8 @@ impl<'a> Future for Read<'a> {
 impl Drop for Read<'_> {
     fn drop(&mut self) {
         // A `read_at_least` dropped while waiting must not keep backpressure lifted.
-        if let (Some(reader), Want::AtLeast(_)) = (&self.reader, self.want) {
-            reader
-                .state
-                .progress
-                .reader_needs
-                .store(0, Ordering::Relaxed);
+        if let Some(reader) = &mut self.reader {
+            reader.end_lift();
         }
     }
 }

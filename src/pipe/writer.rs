@@ -240,7 +240,12 @@ impl PipeWriter {
     pub fn poll_flush_pipe(&mut self, cx: &mut Context<'_>) -> Poll<Result<FlushResult, Error>> {
         self.check_open()?;
         self.end_discarded_write();
-        self.publish_staged();
+        if self.publish_staged() {
+            // New bytes: a new flush, paused only at the pause threshold again. A pause left over
+            // from a flush whose poll was abandoned while waiting must not make this one wait for
+            // the (lower) resume threshold.
+            self.paused = false;
+        }
         let mut registered = false;
         loop {
             let status = self.flush_status();
@@ -549,12 +554,13 @@ impl PipeWriter {
         }
     }
 
+    /// Publish the staged bytes; whether there were any.
     #[inline]
-    fn publish_staged(&mut self) {
+    fn publish_staged(&mut self) -> bool {
         // Checked first so bytes written after the reader completed are released here, not
         // published into a queue nobody reads.
         if self.check_reader_done() {
-            return;
+            return false;
         }
         self.seal_buf();
         let staged = self.queue.staged_bytes();
@@ -566,6 +572,7 @@ impl PipeWriter {
             self.published += staged;
             self.state.waits.reader.wake();
         }
+        staged > 0
     }
 
     #[inline]
@@ -626,9 +633,19 @@ impl PipeWriter {
     }
 }
 
+/// Dropping the writer completes it (staged bytes are published first). Dropped while its thread
+/// panics, it completes with an error instead, so the reader sees a failure, not a normal end of a
+/// truncated stream. A task that is aborted (tokio's `JoinHandle::abort`) or a future that is
+/// dropped unwinds no panic: its writer completes normally; complete it with an error yourself on
+/// such paths (a drop guard) if a cut-off stream must not look finished. A process abort runs no
+/// destructor at all.
 impl Drop for PipeWriter {
     fn drop(&mut self) {
-        self.complete();
+        if std::thread::panicking() {
+            self.complete_with_error("the writer was dropped while its thread panicked");
+        } else {
+            self.complete();
+        }
     }
 }
 

@@ -1,0 +1,46 @@
+#![cfg(packetpipe_loom)]
+//! Repeated pause/resume cycles driven by `take_frame`: each frame the reader takes out must let a
+//! paused writer go on.
+
+use loom::thread;
+use packetpipe::pipe::PipeOptions;
+use packetpipe_loom_tests::{block_on, pipe};
+
+/// The writer flushes two 2-byte frames under a pause threshold of 2, so every flush pauses; the
+/// reader waits for each frame with `read_at_least` and takes it out with `take_frame` (no
+/// `advance_to`), which must wake the writer every time. A missed wake is a loom deadlock.
+fn take_frame_resumes_paused_flushes_model() {
+    loom::model(|| {
+        let (mut writer, mut reader) =
+            pipe(PipeOptions::new().pause_threshold(2).resume_threshold(1));
+        let producer = thread::spawn(move || {
+            for frame in [&b"ab"[..], &b"cd"[..]] {
+                writer.append(frame).unwrap();
+                let flushed = block_on(writer.flush_pipe()).unwrap();
+                assert!(!flushed.is_completed() && !flushed.is_canceled());
+            }
+            writer
+        });
+        let mut frames = Vec::new();
+        for _ in 0..2 {
+            block_on(reader.read_at_least(2)).unwrap();
+            frames.push(reader.take_frame(2).unwrap().to_vec());
+        }
+        assert_eq!(frames, [b"ab", b"cd"]);
+        drop(producer.join().unwrap());
+    });
+}
+
+#[test]
+#[cfg(not(packetpipe_mutant))]
+fn take_frame_resumes_paused_flushes() {
+    take_frame_resumes_paused_flushes_model();
+}
+
+/// Mutant `take_frame_no_wake`: frames taken without telling the writer leave it paused.
+#[test]
+#[cfg(packetpipe_mutant = "take_frame_no_wake")]
+#[should_panic(expected = "deadlock")]
+fn mutant_take_frame_no_wake() {
+    take_frame_resumes_paused_flushes_model();
+}
