@@ -602,7 +602,10 @@ impl ParkingSlot {
             "only a writer with nothing unsealed is parked"
         );
         // The writer's reference passes to the slot (invariant 5). Release: the writer's writes to
-        // the block happen before whoever takes the reference out releases it.
+        // the block happen before whoever takes the reference out releases it. A swap, where a plain
+        // Release store would do under the C++ model (the slot is empty here): with a store, loom
+        // 0.7 let the writer's next reclaim swap read a value older than its own store and reported
+        // a lost block, so the models would no longer check this protocol.
         let previous = self.block.swap(writer.block.as_ptr(), Ordering::AcqRel);
         std::mem::forget(writer);
         assert!(
