@@ -205,6 +205,11 @@ impl PipeReader {
     #[inline]
     fn poll_want(&mut self, cx: &mut Context<'_>, want: Want) -> Poll<Result<(bool, bool), Error>> {
         self.check_open()?;
+        if matches!(want, Want::New) {
+            // A target left by a `poll_read_at_least` that returned `Pending` and was not polled
+            // again would make the writer skip the wake this read waits for.
+            self.clear_needs();
+        }
         let mut registered = false;
         let result = loop {
             if let Some(result) = self.check(want) {
@@ -231,9 +236,21 @@ impl PipeReader {
             registered = true;
         };
         if matches!(want, Want::AtLeast(_)) {
-            self.state.reader_needs.store(0, Ordering::Relaxed);
+            self.clear_needs();
         }
         Poll::Ready(result)
+    }
+
+    /// Withdraw a `read_at_least` target: ordinary backpressure applies again, and the writer wakes
+    /// this side on every flush. SeqCst: a writer that publishes after this side next registers as
+    /// waiting must see the cleared target, or it would skip the wake (the handshake in `wait.rs`
+    /// orders only SeqCst operations). The reader is the only writer of `reader_needs`, so a
+    /// Relaxed load of it sees its own last store and keeps the common path free of the store.
+    #[inline]
+    fn clear_needs(&self) {
+        if self.state.reader_needs.load(Ordering::Relaxed) != 0 {
+            self.state.reader_needs.store(0, Ordering::SeqCst);
+        }
     }
 
     /// `Some` when a read can return now: `(is_completed, is_canceled)` or the writer's error.
@@ -507,7 +524,7 @@ impl Drop for Read<'_> {
     fn drop(&mut self) {
         // A `read_at_least` dropped while waiting must not keep backpressure lifted.
         if let (Some(reader), Want::AtLeast(_)) = (&self.reader, self.want) {
-            reader.state.reader_needs.store(0, Ordering::Relaxed);
+            reader.clear_needs();
         }
     }
 }

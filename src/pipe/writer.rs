@@ -365,7 +365,15 @@ impl PipeWriter {
         if staged > 0 {
             self.queue.publish(0);
             self.published += staged;
-            self.state.reader_wait.wake();
+            // A reader waiting in `read_at_least(n)` is woken once its n bytes are published, not
+            // on every flush before (DESIGN §6: one wake per large frame, not one per segment).
+            // SeqCst, after the publish: a target this load misses was stored before the reader's
+            // re-check, which then sees the bytes; a target it sees stale (0, or an old one the
+            // reader has since cleared with a SeqCst store before registering) costs at most a
+            // spurious wake.
+            if self.state.reader_needs.load(Ordering::SeqCst) <= self.published {
+                self.state.reader_wait.wake();
+            }
         }
     }
 
