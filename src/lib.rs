@@ -15,6 +15,9 @@
 //! - [`Packet`]: one type over pooled packets, [`bytes::Bytes`] and static slices, whose slicing
 //!   never allocates; [`PacketChain`] for several packets read as one.
 //! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search).
+//! - [`frame`]: decoders over the segment chain as a [`futures_core::Stream`] ([`frame::Frames`]),
+//!   encoders that append payloads zero-copy ([`frame::FrameWriter`]); length-delimited, delimited
+//!   and lines, behaving as tokio-util's codecs.
 //!
 //! ```
 //! use bytes::BufMut;
@@ -38,6 +41,7 @@
 
 mod block;
 mod error;
+pub mod frame;
 pub mod io;
 pub mod packet;
 pub mod pipe;
