@@ -326,6 +326,12 @@ impl AsRef<str> for Line {
     }
 }
 
+impl AsRef<[u8]> for Line {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl std::fmt::Display for Line {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

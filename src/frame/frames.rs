@@ -74,6 +74,8 @@ pub struct Frames<D> {
     reader: PipeReader,
     decoder: D,
     state: State,
+    /// The next read is the first after [`Frames::resume`].
+    resumed: bool,
 }
 
 impl<D> Unpin for Frames<D> {}
@@ -85,6 +87,7 @@ impl<D: Decoder> Frames<D> {
             reader,
             decoder,
             state: State::Wait(1),
+            resumed: false,
         }
     }
 
@@ -108,11 +111,14 @@ impl<D: Decoder> Frames<D> {
     /// nothing to resume.
     pub fn resume(&mut self) -> bool {
         if self.state == State::Failed {
-            self.state = if self.reader.last_read().is_some() {
-                State::Decode
-            } else {
-                State::Wait(1)
-            };
+            // Read again before decoding (as `FramedRead` does), so a completion of the writer
+            // since the last read is seen: examined everything, and at least one byte is there
+            // unless the buffer was empty.
+            if let Some(len) = self.reader.last_read().map(|r| r.buffer().len()) {
+                let _ = self.reader.advance_to(0, len);
+            }
+            self.state = State::Wait(1);
+            self.resumed = true;
             true
         } else {
             false
@@ -126,7 +132,17 @@ impl<D: Decoder> Frames<D> {
                 State::Done | State::Failed => return Poll::Ready(None),
                 State::Wait(n) => match wait(&mut self.reader, n) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(())) => self.state = State::Decode,
+                    Poll::Ready(Ok(())) => {
+                        // After a resumption, a read that finds the writer completed is
+                        // `FramedRead`'s read of the end: `decode_eof` from there on, and its
+                        // errors end the stream.
+                        let at_end = self.reader.last_read().is_some_and(|r| r.is_completed());
+                        self.state = if std::mem::take(&mut self.resumed) && at_end {
+                            State::Eof
+                        } else {
+                            State::Decode
+                        };
+                    }
                     Poll::Ready(Err(e)) => {
                         self.state = State::Done;
                         return Poll::Ready(Some(Err(FrameError::from(e).into())));

@@ -180,7 +180,9 @@ impl Builder {
     }
 
     /// Bytes dropped from the front of each frame (default: offset + field length, the whole
-    /// header; 0 keeps the header in the frame).
+    /// header; 0 keeps the header in the frame, usually with a positive
+    /// [`length_adjustment`](Self::length_adjustment) of the header's length). As with tokio-util,
+    /// a frame of 0 bytes with nothing skipped consumes nothing and is yielded again and again.
     pub fn num_skip(&mut self, num_skip: usize) -> &mut Self {
         self.num_skip = Some(num_skip);
         self
