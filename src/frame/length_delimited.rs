@@ -18,10 +18,10 @@ use crate::pipe::PipeWriter;
 /// payload, ends here with [`FrameError::BytesRemaining`] (the header bytes remain), while
 /// tokio-util, which has already consumed the header, ends it silently.
 ///
-/// Decoding never joins segments: the header is parsed through the buffer's cursor, and header and
-/// payload are taken out at once ([`DecodeBuf::take`]: copied into a fitted pooled buffer up to the
-/// pipe's copy threshold, shared zero-copy above it, counted with the header) before the header is
-/// stripped in place. A frame's bytes are not consumed until all of them are there, so
+/// Decoding never joins segments: the header is parsed through the buffer's cursor, and the payload
+/// is taken out with [`DecodeBuf::take`] (copied into a fitted pooled buffer up to the pipe's copy
+/// threshold, shared zero-copy above it when it lies in one segment); a small payload is taken
+/// together with its header, which is then stripped in place. A frame's bytes are not consumed until all of them are there, so
 /// [`Frames::into_inner`](super::Frames::into_inner) gives back a partial frame whole.
 ///
 /// Encoding writes the length field (and only it, as tokio-util does: bytes before it, when
@@ -96,6 +96,10 @@ macro_rules! length_field_types {
     };
 }
 length_field_types!(u8, u16, u32, u64, usize);
+
+/// Payloads up to this many bytes are taken out together with their header (one take, the header
+/// then stripped in place); larger ones after skipping the header.
+const SMALL_FRAME: usize = 1024;
 
 /// Payloads up to this many bytes are copied in behind their header by default: one contiguous
 /// segment instead of two, and no queue entry per payload (`benches/frames.rs`).
@@ -269,12 +273,28 @@ impl LengthDelimited {
     #[inline]
     fn payload_len(&self, buf: &DecodeBuf<'_>) -> Result<usize, FrameError> {
         let b = &self.builder;
-        let mut cursor = buf.buffer().cursor();
-        cursor.advance(b.length_field_offset);
-        let field = if b.big_endian {
-            cursor.get_uint(b.length_field_len)
+        let (offset, n) = (b.length_field_offset, b.length_field_len);
+        let buffer = buf.buffer();
+        let first = buffer.chunks().next().unwrap_or(&[]);
+        let field = if let Some(bytes) = first.get(offset..offset + n) {
+            // The common case, the header in the first segment: read it in place.
+            let mut raw = [0u8; 8];
+            if b.big_endian {
+                raw[8 - n..].copy_from_slice(bytes);
+                u64::from_be_bytes(raw)
+            } else {
+                raw[..n].copy_from_slice(bytes);
+                u64::from_le_bytes(raw)
+            }
         } else {
-            cursor.get_uint_le(b.length_field_len)
+            // Across segments: through the cursor (never joining the segments).
+            let mut cursor = buffer.cursor();
+            cursor.advance(offset);
+            if b.big_endian {
+                cursor.get_uint(n)
+            } else {
+                cursor.get_uint_le(n)
+            }
         };
         if field > b.max_frame_len as u64 {
             return Err(FrameError::FrameTooLong {
@@ -376,13 +396,23 @@ impl Decoder for LengthDelimited {
         if len < self.head_len {
             return Ok(Decoded::NeedAtLeast(self.head_len));
         }
-        let total = self.num_skip.saturating_add(self.payload_len(buf)?);
+        let n = self.payload_len(buf)?;
+        let total = self.num_skip.saturating_add(n);
         if len < total {
             return Ok(Decoded::NeedAtLeast(total));
         }
-        let mut frame = buf.take(total)?;
-        frame.advance(self.num_skip); // in place: no reference count traffic
-        Ok(Decoded::Frame(frame))
+        if n <= SMALL_FRAME {
+            // Header and payload in one take, the header stripped in place: no reference count
+            // traffic for the header.
+            let mut frame = buf.take(total)?;
+            frame.advance(self.num_skip);
+            Ok(Decoded::Frame(frame))
+        } else {
+            // Larger: the copy-or-share rule and the fitted buffer's size class apply to the
+            // payload alone (a 1 MiB payload fits the 1 MiB class; with its header it would not).
+            buf.skip(self.num_skip)?;
+            Ok(Decoded::Frame(buf.take(n)?))
+        }
     }
 }
 
