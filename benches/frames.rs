@@ -18,9 +18,16 @@
 //! - `pipe_async`: the `tokio_duplex` setup with a pipe: a task `write_slice`s each piece and
 //!   `flush_pipe().await`s (default options: pause at 64 KiB), the bench's task awaits
 //!   `frames.next()`.
+//! - `pipe_sync_chain`, `pipe_async_chain`: the same with `LengthDelimited::into_chains()`, whose
+//!   frames are `PacketChain`s: a large frame spanning the 64 KiB pieces is shared, not copied.
 //!
-//! Before the criterion groups, the binary prints the bytes and allocations per frame of each row
-//! in steady state (a counting global allocator, after a warm-up batch).
+//! `Frames<LengthDelimited>` yields contiguous `Packet`s: a frame up to the copy threshold (2 KiB)
+//! is copied into a fitted pooled buffer, a larger one lying in one piece is shared, a larger one
+//! spanning pieces (most 64 KiB and every 1 MiB frame here) is copied once more into one buffer.
+//!
+//! Before the criterion groups, the binary prints the allocations and bytes allocated per frame of
+//! each row in steady state (a counting global allocator; what a batch of 2N frames allocates
+//! beyond a batch of N, so per-batch setup cancels out; `FRAMES_NO_ALLOC_TABLE=1` skips it).
 //!
 //! ```text
 //! GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 \
@@ -42,8 +49,9 @@ use std::time::Duration;
 use cpu_time::{thread_cpu_time, ThreadCpuTime};
 use criterion::{criterion_group, criterion_main, Criterion};
 use futures::StreamExt;
-use packetpipe::frame::{Frames, LengthDelimited};
+use packetpipe::frame::{Decoder, FrameError, Frames, LengthDelimited};
 use packetpipe::pipe::{pipe, pipe_with, PipeOptions};
+use packetpipe::{Packet, PacketChain};
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
@@ -119,7 +127,10 @@ struct Stream {
 
 impl Stream {
     fn new(size: usize) -> Stream {
-        let frames = ((1 << 20) / (size + 4)).max(8);
+        Stream::with_frames(size, ((1 << 20) / (size + 4)).max(8))
+    }
+
+    fn with_frames(size: usize, frames: usize) -> Stream {
         let mut bytes = Vec::with_capacity(frames * (size + 4));
         for i in 0..frames {
             bytes.extend((size as u32).to_be_bytes());
@@ -130,6 +141,23 @@ impl Stream {
             frames,
             bytes,
         }
+    }
+}
+
+/// A frame's length, whatever its type.
+trait Len {
+    fn len(&self) -> usize;
+}
+
+impl Len for Packet {
+    fn len(&self) -> usize {
+        Packet::len(self)
+    }
+}
+
+impl Len for PacketChain {
+    fn len(&self) -> usize {
+        PacketChain::len(self)
     }
 }
 
@@ -164,23 +192,27 @@ fn tokio_slice(stream: &Stream) {
 }
 
 /// A batch of frames produced, then decoded, on one thread with the pipe (no runtime).
-struct PipeSync {
+struct PipeSync<D> {
     writer: packetpipe::pipe::PipeWriter,
-    frames: Frames<LengthDelimited>,
+    frames: Frames<D>,
+    waker: Waker,
 }
 
-impl PipeSync {
-    fn new() -> PipeSync {
+impl<D: Decoder<Error = FrameError>> PipeSync<D>
+where
+    D::Item: Len,
+{
+    fn new(decoder: D) -> PipeSync<D> {
         let (writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
         PipeSync {
             writer,
-            frames: Frames::new(reader, decoder()),
+            frames: Frames::new(reader, decoder),
+            waker: Waker::from(Arc::new(NoopWake)),
         }
     }
 
     fn batch(&mut self, stream: &Stream) {
-        let waker = Waker::from(Arc::new(NoopWake));
-        let mut cx = Context::from_waker(&waker);
+        let mut cx = Context::from_waker(&self.waker);
         let mut got = 0;
         for piece in stream.bytes.chunks(PIECE) {
             self.writer.write_slice(piece).expect("write");
@@ -218,7 +250,11 @@ fn tokio_duplex(runtime: &tokio::runtime::Runtime, stream: &Arc<Stream>) {
 }
 
 /// The same with a pipe.
-fn pipe_async(runtime: &tokio::runtime::Runtime, stream: &Arc<Stream>) {
+fn pipe_async<D>(runtime: &tokio::runtime::Runtime, stream: &Arc<Stream>, decoder: D)
+where
+    D: Decoder<Error = FrameError>,
+    D::Item: Len,
+{
     runtime.block_on(async {
         let (mut writer, reader) = pipe();
         let source = stream.clone();
@@ -228,7 +264,7 @@ fn pipe_async(runtime: &tokio::runtime::Runtime, stream: &Arc<Stream>) {
                 writer.flush_pipe().await.expect("flush");
             }
         });
-        let mut frames = Frames::new(reader, decoder());
+        let mut frames = Frames::new(reader, decoder);
         for _ in 0..stream.frames {
             let frame = frames.next().await.expect("a frame").expect("no error");
             assert_eq!(black_box(frame).len(), stream.size);
@@ -237,45 +273,56 @@ fn pipe_async(runtime: &tokio::runtime::Runtime, stream: &Arc<Stream>) {
     });
 }
 
-/// Run `batch` once to warm up, then count what `batches` more allocate, per frame.
-fn per_frame(stream: &Stream, batches: usize, mut batch: impl FnMut()) -> (f64, f64) {
-    batch();
-    let (n0, b0) = counts();
-    for _ in 0..batches {
-        batch();
-    }
-    let (n1, b1) = counts();
-    let frames = (stream.frames * batches) as f64;
-    ((n1 - n0) as f64 / frames, (b1 - b0) as f64 / frames)
+/// Allocations and bytes per frame in steady state: what a batch of 2N frames allocates beyond
+/// a batch of N (each warmed up first), over N. Per-batch setup (a duplex, a pipe, a spawned task,
+/// a `FramedRead`) cancels out; what is left grows with the frames.
+fn per_frame(size: usize, mut batch: impl FnMut(&Arc<Stream>)) -> (f64, f64) {
+    let frames = ((1 << 20) / (size + 4)).max(8);
+    let small = Arc::new(Stream::with_frames(size, frames));
+    let large = Arc::new(Stream::with_frames(size, 2 * frames));
+    let mut measure = |stream: &Arc<Stream>| {
+        batch(stream);
+        let (n0, b0) = counts();
+        batch(stream);
+        let (n1, b1) = counts();
+        ((n1 - n0) as f64, (b1 - b0) as f64)
+    };
+    let (n_small, b_small) = measure(&small);
+    let (n_large, b_large) = measure(&large);
+    let frames = frames as f64;
+    ((n_large - n_small) / frames, (b_large - b_small) / frames)
 }
+
+const ROWS: [&str; 6] = [
+    "tokio_slice",
+    "tokio_duplex",
+    "pipe_sync",
+    "pipe_async",
+    "pipe_sync_chain",
+    "pipe_async_chain",
+];
 
 fn print_allocations() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    println!("allocations per frame in steady state (this thread; the runtime's tasks run on it):");
     println!(
-        "{:>6}  {:>28}  {:>28}  {:>28}  {:>28}",
-        "size", "tokio_slice", "tokio_duplex", "pipe_sync", "pipe_async"
+        "allocations and bytes allocated per frame in steady state (marginal, see per_frame):"
     );
     for (size, label) in SIZES {
-        let stream = Arc::new(Stream::new(size));
-        let batches = 4;
-        let mut pipe_sync = PipeSync::new();
+        let mut sync = PipeSync::new(decoder());
+        let mut sync_chain = PipeSync::new(decoder().into_chains());
         let rows = [
-            per_frame(&stream, batches, || tokio_slice(&stream)),
-            per_frame(&stream, batches, || tokio_duplex(&runtime, &stream)),
-            per_frame(&stream, batches, || pipe_sync.batch(&stream)),
-            per_frame(&stream, batches, || pipe_async(&runtime, &stream)),
+            per_frame(size, |s| tokio_slice(s)),
+            per_frame(size, |s| tokio_duplex(&runtime, s)),
+            per_frame(size, |s| sync.batch(s)),
+            per_frame(size, |s| pipe_async(&runtime, s, decoder())),
+            per_frame(size, |s| sync_chain.batch(s)),
+            per_frame(size, |s| pipe_async(&runtime, s, decoder().into_chains())),
         ];
-        let cells: Vec<String> = rows
-            .iter()
-            .map(|(n, b)| format!("{n:.3} allocs, {b:.1} B"))
-            .collect();
-        println!(
-            "{label:>6}  {:>28}  {:>28}  {:>28}  {:>28}",
-            cells[0], cells[1], cells[2], cells[3]
-        );
+        for (name, (n, b)) in ROWS.iter().zip(rows) {
+            println!("alloc {label:>6} {name:<17} {n:>8.3} allocs {b:>12.1} B");
+        }
     }
 }
 
@@ -308,12 +355,25 @@ fn frames(c: &mut Criterion<ThreadCpuTime>) {
         group.bench_function("tokio_duplex", |b| {
             b.iter_custom(|iters| timed(&stream, iters, || tokio_duplex(&runtime, &stream)))
         });
-        let mut sync = PipeSync::new();
+        let mut sync = PipeSync::new(decoder());
         group.bench_function("pipe_sync", |b| {
             b.iter_custom(|iters| timed(&stream, iters, || sync.batch(&stream)))
         });
         group.bench_function("pipe_async", |b| {
-            b.iter_custom(|iters| timed(&stream, iters, || pipe_async(&runtime, &stream)))
+            b.iter_custom(|iters| {
+                timed(&stream, iters, || pipe_async(&runtime, &stream, decoder()))
+            })
+        });
+        let mut sync_chain = PipeSync::new(decoder().into_chains());
+        group.bench_function("pipe_sync_chain", |b| {
+            b.iter_custom(|iters| timed(&stream, iters, || sync_chain.batch(&stream)))
+        });
+        group.bench_function("pipe_async_chain", |b| {
+            b.iter_custom(|iters| {
+                timed(&stream, iters, || {
+                    pipe_async(&runtime, &stream, decoder().into_chains())
+                })
+            })
         });
         group.finish();
     }

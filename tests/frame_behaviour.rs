@@ -470,3 +470,42 @@ fn writer_futures_dropped_mid_wait_lose_and_duplicate_nothing() {
         rest.len()
     );
 }
+
+#[test]
+fn chains_share_a_large_frame_that_spans_segments() {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let first = pool.copy_from_slice(&[1; 6000]).unwrap();
+    let second = pool.copy_from_slice(&[2; 6000]).unwrap();
+    let (p1, p2) = (first.as_ptr() as usize, second.as_ptr() as usize);
+    writer.write_slice(&header(12000)).unwrap();
+    writer.append(first).unwrap();
+    writer.append(second).unwrap();
+    writer.write_slice(&header(3)).unwrap();
+    writer.write_slice(b"abc").unwrap();
+    writer.complete();
+    let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
+    let big = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(big.len(), 12000);
+    let starts: Vec<usize> = big.iter().map(|p| p.as_ptr() as usize).collect();
+    assert_eq!(
+        starts,
+        [p1, p2],
+        "the appended packets themselves, not copies"
+    );
+    let small = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(
+        (small.to_vec(), small.segment_count()),
+        (b"abc".to_vec(), 1)
+    );
+    assert!(frames.next_blocking().is_none());
+
+    // And back out: the chain is appended packet by packet behind its header.
+    let (writer, mut out_reader) = pipe();
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    out.feed(big).unwrap();
+    out.into_inner().complete();
+    let read = out_reader.read_blocking().unwrap();
+    let chunks: Vec<usize> = read.buffer().chunks().map(<[u8]>::len).collect();
+    assert_eq!(chunks, [4, 6000, 6000]);
+}

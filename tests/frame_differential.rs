@@ -129,6 +129,29 @@ fn segments(bytes: &[u8], sizes: &[usize]) -> Vec<Vec<u8>> {
     out
 }
 
+/// A decoded frame's bytes.
+trait FrameBytes {
+    fn bytes(&self) -> Vec<u8>;
+}
+
+impl FrameBytes for packetpipe::Packet {
+    fn bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+}
+
+impl FrameBytes for packetpipe::PacketChain {
+    fn bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+}
+
+impl FrameBytes for packetpipe::frame::Line {
+    fn bytes(&self) -> Vec<u8> {
+        self.as_bytes().to_vec()
+    }
+}
+
 /// Up to this many errors are followed by a resumption.
 const MAX_RESUMES: usize = 64;
 
@@ -195,7 +218,7 @@ where
 fn run_ours<D>(segments: Vec<Vec<u8>>, decoder: D, resume: bool) -> Vec<Outcome>
 where
     D: packetpipe::frame::Decoder<Error = FrameError>,
-    D::Item: AsRef<[u8]>,
+    D::Item: FrameBytes,
 {
     let (mut writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
     let mut frames = Frames::new(reader, decoder);
@@ -230,7 +253,7 @@ where
                     assert!(!completed, "waiting after the writer completed");
                     break;
                 }
-                Poll::Ready(Some(Ok(frame))) => out.push(Outcome::Frame(frame.as_ref().to_vec())),
+                Poll::Ready(Some(Ok(frame))) => out.push(Outcome::Frame(frame.bytes())),
                 Poll::Ready(Some(Err(e))) => {
                     out.push(ours(&e));
                     errors += 1;
@@ -423,7 +446,11 @@ proptest! {
             _ => 0,
         }).sum();
         normalize_header_only_end(&config, &mut got, bytes.len().checked_sub(consumed));
-        prop_assert_eq!(got, expected, "config {:?}, {} bytes", config, bytes.len());
+        prop_assert_eq!(&got, &expected, "config {:?}, {} bytes", config, bytes.len());
+        // The same frames as chains.
+        let mut chains = run_ours(segments(&bytes, &sizes), config.ours().into_chains(), false);
+        normalize_header_only_end(&config, &mut chains, bytes.len().checked_sub(consumed));
+        prop_assert_eq!(chains, expected, "chains, config {:?}", config);
     }
 
     #[test]

@@ -4,8 +4,9 @@
 use bytes::{Buf, Bytes};
 
 use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
-use crate::packet::{OwnedPacket, Packet};
+use crate::packet::{OwnedPacket, Packet, PacketChain};
 use crate::pipe::PipeWriter;
+use crate::pipe::DEFAULT_COPY_THRESHOLD;
 
 /// Frames behind a length field: decoder and encoder.
 ///
@@ -96,10 +97,6 @@ macro_rules! length_field_types {
     };
 }
 length_field_types!(u8, u16, u32, u64, usize);
-
-/// Payloads up to this many bytes are taken out together with their header (one take, the header
-/// then stripped in place); larger ones after skipping the header.
-const SMALL_FRAME: usize = 1024;
 
 /// Payloads up to this many bytes are copied in behind their header by default: one contiguous
 /// segment instead of two, and no queue entry per payload (`benches/frames.rs`).
@@ -386,12 +383,10 @@ impl LengthDelimited {
     }
 }
 
-impl Decoder for LengthDelimited {
-    type Item = Packet;
-    type Error = FrameError;
-
+impl LengthDelimited {
+    /// The next frame's payload length, once the whole frame is in `buf`.
     #[inline]
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Packet>, FrameError> {
+    fn next_frame(&self, buf: &DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
         let len = buf.len();
         if len < self.head_len {
             return Ok(Decoded::NeedAtLeast(self.head_len));
@@ -401,18 +396,99 @@ impl Decoder for LengthDelimited {
         if len < total {
             return Ok(Decoded::NeedAtLeast(total));
         }
-        if n <= SMALL_FRAME {
-            // Header and payload in one take, the header stripped in place: no reference count
-            // traffic for the header.
-            let mut frame = buf.take(total)?;
+        Ok(Decoded::Frame(n))
+    }
+
+    /// Whether header and payload lie in the first segment.
+    #[inline]
+    fn in_first_segment(&self, buf: &DecodeBuf<'_>, n: usize) -> bool {
+        let first = buf.buffer().chunks().next().map_or(0, <[u8]>::len);
+        first >= self.num_skip + n
+    }
+
+    /// Yield each frame as a [`PacketChain`], so that a large frame spanning segments is shared
+    /// segment by segment rather than copied into one buffer.
+    pub fn into_chains(self) -> LengthDelimitedChains {
+        LengthDelimitedChains(self)
+    }
+}
+
+impl Decoder for LengthDelimited {
+    type Item = Packet;
+    type Error = FrameError;
+
+    #[inline]
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Packet>, FrameError> {
+        let n = match self.next_frame(buf)? {
+            Decoded::Frame(n) => n,
+            Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),
+        };
+        if self.in_first_segment(buf, n) {
+            // Header and payload in one take (copied, or shared with one reference), the header
+            // then stripped in place: no reference count traffic for the header.
+            let mut frame = buf.take(self.num_skip + n)?;
             frame.advance(self.num_skip);
             Ok(Decoded::Frame(frame))
         } else {
-            // Larger: the copy-or-share rule and the fitted buffer's size class apply to the
-            // payload alone (a 1 MiB payload fits the 1 MiB class; with its header it would not).
+            // Across segments (so copied): the fitted buffer holds the payload alone (a 1 MiB
+            // payload fits the pooled 1 MiB class; with its header it would not).
             buf.skip(self.num_skip)?;
             Ok(Decoded::Frame(buf.take(n)?))
         }
+    }
+}
+
+/// [`LengthDelimited`] yielding [`PacketChain`]s ([`LengthDelimited::into_chains`]).
+///
+/// A frame up to the pipe's default copy threshold ([`DEFAULT_COPY_THRESHOLD`]) or lying in one
+/// segment is taken as with [`LengthDelimited`] (copied into a fitted buffer when small, shared
+/// when large) and is a chain of one packet; a larger frame spanning segments is a chain of the
+/// segments' packets, shared, never copied (a chain holds 4 packets inline and allocates beyond).
+/// Parse it with [`bytes::Buf`] or [`ByteSegments`](crate::ByteSegments) without joining it.
+///
+/// ```
+/// use packetpipe::frame::{Frames, LengthDelimited};
+///
+/// let (mut writer, reader) = packetpipe::pipe::pipe();
+/// writer.write_slice(&8192u32.to_be_bytes())?;
+/// writer.append(vec![1u8; 4096])?;
+/// writer.append(vec![2u8; 4096])?;
+/// writer.complete();
+/// let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
+/// let frame = frames.next_blocking().unwrap()?;
+/// assert_eq!((frame.len(), frame.segment_count()), (8192, 2)); // the two packets, shared
+/// # Ok::<(), packetpipe::frame::FrameError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LengthDelimitedChains(LengthDelimited);
+
+impl LengthDelimitedChains {
+    /// The codec that decodes the frames.
+    pub fn codec(&self) -> &LengthDelimited {
+        &self.0
+    }
+}
+
+impl Decoder for LengthDelimitedChains {
+    type Item = PacketChain;
+    type Error = FrameError;
+
+    #[inline]
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<PacketChain>, FrameError> {
+        let codec = &self.0;
+        let n = match codec.next_frame(buf)? {
+            Decoded::Frame(n) => n,
+            Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),
+        };
+        if n <= DEFAULT_COPY_THRESHOLD || codec.in_first_segment(buf, n) {
+            let mut single = LengthDelimited::decode(&mut self.0, buf)?;
+            if let Decoded::Frame(frame) = &mut single {
+                return Ok(Decoded::Frame(PacketChain::from(std::mem::take(frame))));
+            }
+            unreachable!("the whole frame is there");
+        }
+        buf.skip(codec.num_skip)?;
+        Ok(Decoded::Frame(buf.take_chain(n)?))
     }
 }
 
@@ -466,5 +542,30 @@ impl Encoder<&[u8]> for LengthDelimited {
     fn encode(&mut self, payload: &[u8], dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
         self.put_copied(&header[..n], payload, dst)
+    }
+}
+
+impl Encoder<PacketChain> for LengthDelimited {
+    type Error = FrameError;
+
+    /// The header, then each packet of the chain appended zero-copy (a small chain is copied in
+    /// behind the header).
+    fn encode(&mut self, mut payload: PacketChain, dst: &mut PipeWriter) -> Result<(), FrameError> {
+        let (header, n) = self.header(payload.len())?;
+        if payload.len() <= self.builder.copy_payload_up_to {
+            let total = n + payload.len();
+            let space = dst.buffer_mut(total)?;
+            space[..n].copy_from_slice(&header[..n]);
+            crate::ByteSegments::copy_prefix_to(&payload, &mut space[n..total])?;
+            dst.advance(total)?;
+            return Ok(());
+        }
+        let space = dst.buffer_mut(n)?;
+        space[..n].copy_from_slice(&header[..n]);
+        dst.advance(n)?;
+        while let Some(packet) = payload.pop_front() {
+            dst.append(packet)?;
+        }
+        Ok(())
     }
 }

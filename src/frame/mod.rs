@@ -54,5 +54,6 @@ pub use encoder::{Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BY
 pub use error::FrameError;
 pub use frames::{BlockingIter, Frames};
 pub use length_delimited::{
-    Builder as LengthDelimitedBuilder, LengthDelimited, LengthFieldType, DEFAULT_COPY_PAYLOAD_UP_TO,
+    Builder as LengthDelimitedBuilder, LengthDelimited, LengthDelimitedChains, LengthFieldType,
+    DEFAULT_COPY_PAYLOAD_UP_TO,
 };
