@@ -274,14 +274,15 @@ impl LengthDelimited {
         let buffer = buf.buffer();
         let first = buffer.chunks().next().unwrap_or(&[]);
         let field = if let Some(bytes) = first.get(offset..offset + n) {
-            // The common case, the header in the first segment: read it in place.
-            let mut raw = [0u8; 8];
+            // The common case, the header in the first segment: read it in place (a byte loop:
+            // a copy of a variable length into an array would call `memcpy`).
             if b.big_endian {
-                raw[8 - n..].copy_from_slice(bytes);
-                u64::from_be_bytes(raw)
+                bytes.iter().fold(0u64, |v, &byte| v << 8 | u64::from(byte))
             } else {
-                raw[..n].copy_from_slice(bytes);
-                u64::from_le_bytes(raw)
+                bytes
+                    .iter()
+                    .rev()
+                    .fold(0u64, |v, &byte| v << 8 | u64::from(byte))
             }
         } else {
             // Across segments: through the cursor (never joining the segments).
@@ -399,11 +400,29 @@ impl LengthDelimited {
         Ok(Decoded::Frame(n))
     }
 
-    /// Whether header and payload lie in the first segment.
+    /// Take out the frame whose payload is `n` bytes (all of it is in `buf`). Header and payload
+    /// lying in the first segment come out in one take (copied, or shared with one reference), the
+    /// header then stripped in place: no reference count traffic for the header; `whole` makes the
+    /// item. Otherwise the header is skipped and `spanning` takes the payload alone (so a copy's
+    /// fitted buffer holds the payload only: a 1 MiB payload fits the pooled 1 MiB class, with its
+    /// header it would not).
     #[inline]
-    fn in_first_segment(&self, buf: &DecodeBuf<'_>, n: usize) -> bool {
+    fn take_frame<T>(
+        &self,
+        buf: &mut DecodeBuf<'_>,
+        n: usize,
+        whole: impl FnOnce(Packet) -> T,
+        spanning: impl FnOnce(&mut DecodeBuf<'_>, usize) -> Result<T, FrameError>,
+    ) -> Result<T, FrameError> {
         let first = buf.buffer().chunks().next().map_or(0, <[u8]>::len);
-        first >= self.num_skip + n
+        if first >= self.num_skip + n {
+            let mut frame = buf.take(self.num_skip + n)?;
+            frame.advance(self.num_skip);
+            Ok(whole(frame))
+        } else {
+            buf.skip(self.num_skip)?;
+            spanning(buf, n)
+        }
     }
 
     /// Yield each frame as a [`PacketChain`], so that a large frame spanning segments is shared
@@ -423,18 +442,8 @@ impl Decoder for LengthDelimited {
             Decoded::Frame(n) => n,
             Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),
         };
-        if self.in_first_segment(buf, n) {
-            // Header and payload in one take (copied, or shared with one reference), the header
-            // then stripped in place: no reference count traffic for the header.
-            let mut frame = buf.take(self.num_skip + n)?;
-            frame.advance(self.num_skip);
-            Ok(Decoded::Frame(frame))
-        } else {
-            // Across segments (so copied): the fitted buffer holds the payload alone (a 1 MiB
-            // payload fits the pooled 1 MiB class; with its header it would not).
-            buf.skip(self.num_skip)?;
-            Ok(Decoded::Frame(buf.take(n)?))
-        }
+        let frame = self.take_frame(buf, n, |frame| frame, |buf, n| buf.take(n))?;
+        Ok(Decoded::Frame(frame))
     }
 }
 
@@ -480,15 +489,14 @@ impl Decoder for LengthDelimitedChains {
             Decoded::Frame(n) => n,
             Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),
         };
-        if n <= DEFAULT_COPY_THRESHOLD || codec.in_first_segment(buf, n) {
-            let mut single = LengthDelimited::decode(&mut self.0, buf)?;
-            if let Decoded::Frame(frame) = &mut single {
-                return Ok(Decoded::Frame(PacketChain::from(std::mem::take(frame))));
+        let frame = codec.take_frame(buf, n, PacketChain::from, |buf, n| {
+            if n <= DEFAULT_COPY_THRESHOLD {
+                Ok(PacketChain::from(buf.take(n)?))
+            } else {
+                buf.take_chain(n)
             }
-            unreachable!("the whole frame is there");
-        }
-        buf.skip(codec.num_skip)?;
-        Ok(Decoded::Frame(buf.take_chain(n)?))
+        })?;
+        Ok(Decoded::Frame(frame))
     }
 }
 
