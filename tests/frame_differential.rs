@@ -286,39 +286,34 @@ struct Config {
     max: Option<usize>,
 }
 
-impl Config {
-    fn tokio(&self) -> LengthDelimitedCodec {
-        let mut b = LengthDelimitedCodec::builder();
-        b.length_field_length(self.field_len)
-            .length_field_offset(self.offset)
-            .length_adjustment(self.adjustment);
-        if let Some(n) = self.num_skip {
+/// Apply a `Config` to a builder of either crate (their builder methods have the same names).
+macro_rules! configure {
+    ($config:expr, $builder:expr) => {{
+        let config = $config;
+        let mut b = $builder;
+        b.length_field_length(config.field_len)
+            .length_field_offset(config.offset)
+            .length_adjustment(config.adjustment);
+        if let Some(n) = config.num_skip {
             b.num_skip(n);
         }
-        if !self.big_endian {
+        if !config.big_endian {
             b.little_endian();
         }
-        if let Some(max) = self.max {
+        if let Some(max) = config.max {
             b.max_frame_length(max);
         }
         b.new_codec()
+    }};
+}
+
+impl Config {
+    fn tokio(&self) -> LengthDelimitedCodec {
+        configure!(self, LengthDelimitedCodec::builder())
     }
 
     fn ours(&self) -> LengthDelimited {
-        let mut b = LengthDelimited::builder();
-        b.length_field_length(self.field_len)
-            .length_field_offset(self.offset)
-            .length_adjustment(self.adjustment);
-        if let Some(n) = self.num_skip {
-            b.num_skip(n);
-        }
-        if !self.big_endian {
-            b.little_endian();
-        }
-        if let Some(max) = self.max {
-            b.max_frame_length(max);
-        }
-        b.new_codec()
+        configure!(self, LengthDelimited::builder())
     }
 
     fn head_len(&self) -> usize {

@@ -1,6 +1,7 @@
 //! `Delimited` and `Lines`: frames ended by a delimiter, decoded as tokio-util's
 //! `AnyDelimiterCodec` and `LinesCodec` do.
 
+use super::encoder::put_copied;
 use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::packet::Packet;
 use crate::pipe::PipeWriter;
@@ -161,7 +162,7 @@ impl Encoder<&[u8]> for Delimited {
     type Error = FrameError;
 
     fn encode(&mut self, payload: &[u8], dst: &mut PipeWriter) -> Result<(), FrameError> {
-        put_with_suffix(payload, &self.search.delimiter, dst)
+        put_copied(dst, payload, &*self.search.delimiter)
     }
 }
 
@@ -174,16 +175,6 @@ impl Encoder<Packet> for Delimited {
         dst.write_slice(&self.search.delimiter)?;
         Ok(())
     }
-}
-
-/// Stage `payload` then `suffix`, copied, contiguous in one pooled block.
-fn put_with_suffix(payload: &[u8], suffix: &[u8], dst: &mut PipeWriter) -> Result<(), FrameError> {
-    let total = payload.len() + suffix.len();
-    let space = dst.buffer_mut(total)?;
-    space[..payload.len()].copy_from_slice(payload);
-    space[payload.len()..total].copy_from_slice(suffix);
-    dst.advance(total)?;
-    Ok(())
 }
 
 /// Lines of UTF-8 text, as tokio-util's `LinesCodec`: a line ends at `\n`, a `\r` before it is
@@ -282,7 +273,7 @@ impl<T: AsRef<str>> Encoder<T> for Lines {
     type Error = FrameError;
 
     fn encode(&mut self, line: T, dst: &mut PipeWriter) -> Result<(), FrameError> {
-        put_with_suffix(line.as_ref().as_bytes(), b"\n", dst)
+        put_copied(dst, line.as_ref().as_bytes(), &b"\n"[..])
     }
 }
 

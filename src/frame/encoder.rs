@@ -9,6 +9,7 @@ use pin_project_lite::pin_project;
 
 use super::FrameError;
 use crate::pipe::{Flush, FlushResult, PipeWriter};
+use crate::ByteSegments;
 
 /// Turns items into frames staged in a [`PipeWriter`].
 ///
@@ -56,6 +57,21 @@ impl<Item, E: Encoder<Item> + ?Sized> Encoder<Item> for &mut E {
     fn encode(&mut self, item: Item, dst: &mut PipeWriter) -> Result<(), Self::Error> {
         (**self).encode(item, dst)
     }
+}
+
+/// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer (the encoders'
+/// copying path: a header and a small payload, a payload and its delimiter).
+pub(crate) fn put_copied(
+    dst: &mut PipeWriter,
+    head: &[u8],
+    tail: &(impl ByteSegments + ?Sized),
+) -> Result<(), FrameError> {
+    let total = head.len() + tail.byte_len();
+    let space = dst.buffer_mut(total)?;
+    space[..head.len()].copy_from_slice(head);
+    tail.copy_prefix_to(&mut space[head.len()..total])?;
+    dst.advance(total)?;
+    Ok(())
 }
 
 /// Staged bytes at which [`FrameWriter::send_all`] and [`FrameWriter::forward`] flush before

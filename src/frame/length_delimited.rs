@@ -3,6 +3,7 @@
 
 use bytes::{Buf, Bytes};
 
+use super::encoder::put_copied;
 use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::packet::{OwnedPacket, Packet, PacketChain};
 use crate::pipe::PipeWriter;
@@ -352,22 +353,6 @@ impl LengthDelimited {
         Ok((out, n))
     }
 
-    /// Stage header and payload copied, contiguous in one pooled block.
-    #[inline]
-    fn put_copied(
-        &self,
-        header: &[u8],
-        payload: &[u8],
-        dst: &mut PipeWriter,
-    ) -> Result<(), FrameError> {
-        let total = header.len() + payload.len();
-        let space = dst.buffer_mut(total)?;
-        space[..header.len()].copy_from_slice(header);
-        space[header.len()..total].copy_from_slice(payload);
-        dst.advance(total)?;
-        Ok(())
-    }
-
     /// Stage the header copied and the payload appended without copying.
     #[inline]
     fn put_appended(
@@ -509,7 +494,7 @@ impl Encoder<Packet> for LengthDelimited {
     fn encode(&mut self, payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
         if payload.len() <= self.builder.copy_payload_up_to {
-            self.put_copied(&header[..n], &payload, dst)
+            put_copied(dst, &header[..n], &*payload)
         } else {
             self.put_appended(&header[..n], payload, dst)
         }
@@ -525,7 +510,7 @@ impl Encoder<OwnedPacket> for LengthDelimited {
     fn encode(&mut self, mut payload: OwnedPacket, dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
         if payload.len() <= self.builder.copy_payload_up_to {
-            self.put_copied(&header[..n], &payload, dst)
+            put_copied(dst, &header[..n], &*payload)
         } else if payload.prepend(&header[..n]).is_ok() {
             Ok(dst.append(payload)?)
         } else {
@@ -549,7 +534,7 @@ impl Encoder<&[u8]> for LengthDelimited {
     /// Header and payload copied into the writer's pooled block, contiguous.
     fn encode(&mut self, payload: &[u8], dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
-        self.put_copied(&header[..n], payload, dst)
+        put_copied(dst, &header[..n], payload)
     }
 }
 
@@ -561,12 +546,7 @@ impl Encoder<PacketChain> for LengthDelimited {
     fn encode(&mut self, mut payload: PacketChain, dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
         if payload.len() <= self.builder.copy_payload_up_to {
-            let total = n + payload.len();
-            let space = dst.buffer_mut(total)?;
-            space[..n].copy_from_slice(&header[..n]);
-            crate::ByteSegments::copy_prefix_to(&payload, &mut space[n..total])?;
-            dst.advance(total)?;
-            return Ok(());
+            return put_copied(dst, &header[..n], &payload);
         }
         let space = dst.buffer_mut(n)?;
         space[..n].copy_from_slice(&header[..n]);
