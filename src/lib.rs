@@ -17,6 +17,9 @@
 //! - [`io`]: the pipe's ends as std, `bytes`, tokio and futures-io I/O types; pumps between a
 //!   pipe and a socket; a duplex connection (one socket, two pipes, one future).
 //! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search).
+//! - [`frame`]: decoders over the segment chain as a [`futures_core::Stream`] ([`frame::Frames`]),
+//!   encoders that append payloads zero-copy ([`frame::FrameWriter`]); length-delimited, delimited
+//!   and lines, behaving as tokio-util's codecs.
 //!
 //! ```
 //! use bytes::BufMut;
@@ -40,6 +43,7 @@
 
 mod block;
 mod error;
+pub mod frame;
 pub mod io;
 pub mod packet;
 pub mod pipe;

@@ -368,3 +368,58 @@ fn an_abandoned_read_at_least_poll_stops_lifting_backpressure_at_the_next_read()
         "100 unexamined bytes over a pause threshold of 10 must pause again"
     );
 }
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+struct WakeCount(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// DESIGN §6: a reader waiting in `read_at_least(n)` wakes once when the n bytes are there, not
+/// once per flush before (it used to be woken, and re-polled for nothing, on every segment).
+/// Switching to a plain read afterwards, even from a `poll_read_at_least` left pending, gets a
+/// wake on the next flush again.
+#[test]
+fn read_at_least_wakes_once_when_n_bytes_arrived_not_per_flush() {
+    use std::task::{Context, Poll, Waker};
+    let (mut writer, mut reader) = pipe();
+    let count = std::sync::Arc::new(WakeCount::default());
+    let waker = Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    let wakes = || count.0.load(std::sync::atomic::Ordering::Relaxed);
+
+    assert!(reader.poll_read_at_least(&mut cx, 1000).is_pending());
+    for i in 0..99 {
+        writer.write_slice(&[i as u8; 10]).unwrap();
+        writer.flush_blocking().unwrap();
+    }
+    assert_eq!(wakes(), 0, "990 of 1000 bytes: no wake yet");
+    assert!(reader.poll_read_at_least(&mut cx, 1000).is_pending());
+    writer.write_slice(&[99; 10]).unwrap();
+    writer.flush_blocking().unwrap();
+    assert_eq!(wakes(), 1, "woken once, when the 1000th byte arrived");
+    assert!(matches!(
+        reader.poll_read_at_least(&mut cx, 1000),
+        Poll::Ready(Ok(()))
+    ));
+    reader.advance_to(0, 1000).unwrap();
+
+    // A `poll_read_at_least` left pending, then a plain read: the next flush wakes it.
+    assert!(reader.poll_read_at_least(&mut cx, 5000).is_pending());
+    assert!(reader.poll_read_buffer(&mut cx).is_pending());
+    writer.write_slice(b"x").unwrap();
+    writer.flush_blocking().unwrap();
+    assert_eq!(wakes(), 2, "a plain read is woken by the next flush");
+    assert!(matches!(
+        reader.poll_read_buffer(&mut cx),
+        Poll::Ready(Ok(()))
+    ));
+}

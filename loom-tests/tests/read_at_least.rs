@@ -33,3 +33,30 @@ fn read_at_least_lifts_backpressure() {
         drop(producer.join().unwrap());
     });
 }
+
+/// The writer wakes a reader waiting in `read_at_least(n)` only once n bytes are published. The
+/// reader first waits for 4 bytes that arrive in two flushes, then for any new byte with a plain
+/// read: neither wait may miss its wake (the second must not be skipped because the writer still
+/// sees the first wait's target), whatever the interleaving.
+#[test]
+fn read_at_least_wake_filter_loses_no_wakeup() {
+    loom::model(|| {
+        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let producer = thread::spawn(move || {
+            for part in [&b"ab"[..], b"cd", b"e"] {
+                writer.append(part).unwrap();
+                block_on(writer.flush_pipe()).unwrap();
+            }
+            writer
+        });
+        let first = block_on(reader.read_at_least(4)).unwrap().buffer().to_vec();
+        assert!(first.len() >= 4, "{first:?}");
+        let len = first.len();
+        reader.advance_to(len, len).unwrap();
+        if len < 5 {
+            let rest = block_on(reader.read_buffer()).unwrap().buffer().to_vec();
+            assert_eq!(rest, b"e");
+        }
+        drop(producer.join().unwrap());
+    });
+}

@@ -233,10 +233,15 @@ impl PipeReader {
     /// Stop lifting backpressure for a `read_at_least` that is no longer waiting (its poll form
     /// may have been abandoned while pending).
     #[inline]
+    ///
+    /// SeqCst: the writer skips waking this side while its target is not reached (one wake per
+    /// large frame, not per segment); a writer that publishes after this side next registers as
+    /// waiting must see the cleared target, or it would skip a wake a plain read waits for (the
+    /// handshake in `wait.rs` orders only SeqCst operations).
     fn end_lift(&mut self) {
         if self.lifting {
             self.lifting = false;
-            self.state.progress.reader_needs.store(0, Ordering::Relaxed);
+            self.state.progress.reader_needs.store(0, Ordering::SeqCst);
         }
     }
 

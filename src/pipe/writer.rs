@@ -570,7 +570,15 @@ impl PipeWriter {
             self.park();
             self.queue.publish(0);
             self.published += staged;
-            self.state.waits.reader.wake();
+            // A reader waiting in `read_at_least(n)` is woken once its n bytes are published, not
+            // on every flush before (DESIGN §6: one wake per large frame, not one per segment).
+            // SeqCst, after the publish: a target this load misses was stored before the reader's
+            // re-check, which then sees the bytes; a target it sees stale (0, or an old one the
+            // reader has since cleared with a SeqCst store before registering) costs at most a
+            // spurious wake.
+            if self.state.progress.reader_needs.load(Ordering::SeqCst) <= self.published {
+                self.state.waits.reader.wake();
+            }
         }
         staged > 0
     }

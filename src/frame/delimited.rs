@@ -1,0 +1,354 @@
+//! `Delimited` and `Lines`: frames ended by a delimiter, decoded as tokio-util's
+//! `AnyDelimiterCodec` and `LinesCodec` do.
+
+use super::encoder::put_copied;
+use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
+use crate::packet::Packet;
+use crate::pipe::PipeWriter;
+use crate::ByteSegments;
+
+/// The search shared by [`Delimited`] and [`Lines`]: tokio-util's delimiter state machine (a
+/// resume index so no byte is searched twice, a maximum length, discarding after an over-long
+/// frame), generalized to a delimiter of several bytes that may straddle segments.
+#[derive(Debug, Clone)]
+struct Search {
+    delimiter: Box<[u8]>,
+    max_length: usize,
+    /// Bytes from the front already searched without finding the delimiter's start.
+    next_index: usize,
+    /// Skipping the rest of an over-long frame, up to the next delimiter.
+    discarding: bool,
+}
+
+impl Search {
+    fn new(delimiter: &[u8], max_length: usize) -> Search {
+        assert!(!delimiter.is_empty(), "the delimiter must not be empty");
+        Search {
+            delimiter: delimiter.into(),
+            max_length,
+            next_index: 0,
+            discarding: false,
+        }
+    }
+
+    /// The next frame's length (without the delimiter), after consuming what is discarded.
+    fn next_frame(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
+        let k = self.delimiter.len();
+        loop {
+            let len = buf.len();
+            // A frame of max_length bytes may still end with its delimiter inside the window.
+            let read_to = self.max_length.saturating_add(k).min(len);
+            let found = if self.next_index + k <= read_to {
+                let window = buf.buffer().slice(self.next_index..read_to);
+                window.find(&self.delimiter).map(|at| at + self.next_index)
+            } else {
+                None
+            };
+            match (self.discarding, found) {
+                (true, Some(at)) => {
+                    buf.skip(at + k)?;
+                    self.discarding = false;
+                    self.next_index = 0;
+                }
+                (true, None) => {
+                    // Keep the last k - 1 bytes: they may begin a delimiter.
+                    let drop = read_to.saturating_sub(k - 1);
+                    buf.skip(drop)?;
+                    self.next_index = 0;
+                    if drop == 0 || buf.is_empty() {
+                        return Ok(Decoded::NeedAtLeast(buf.len() + 1));
+                    }
+                }
+                (false, Some(at)) => {
+                    self.next_index = 0;
+                    return Ok(Decoded::Frame(at));
+                }
+                (false, None) if len > self.max_length.saturating_add(k - 1) => {
+                    self.discarding = true;
+                    return Err(FrameError::DelimiterNotFound {
+                        max: self.max_length,
+                        examined: read_to,
+                    });
+                }
+                (false, None) => {
+                    self.next_index = read_to.saturating_sub(k - 1);
+                    return Ok(Decoded::NeedAtLeast(len + 1));
+                }
+            }
+        }
+    }
+
+    /// The frame at the front, with its delimiter consumed.
+    fn take(&self, buf: &mut DecodeBuf<'_>, len: usize) -> Result<Packet, FrameError> {
+        let mut frame = buf.take(len + self.delimiter.len())?;
+        frame.truncate(len);
+        Ok(frame)
+    }
+}
+
+/// Frames ended by a delimiter (one byte or several, found across segment boundaries), as
+/// tokio-util's `AnyDelimiterCodec` with one delimiter: frames are yielded without their
+/// delimiter; a frame longer than the maximum fails with [`FrameError::DelimiterNotFound`] and, if
+/// the stream is [resumed](super::Frames::resume), is skipped up to the next delimiter; at the
+/// writer's completion the bytes after the last delimiter are a last frame.
+///
+/// Memory stays bounded by the maximum length: no more than `max_length` + the delimiter's length
+/// bytes are held waiting for a delimiter.
+///
+/// ```
+/// use packetpipe::frame::{Delimited, FrameWriter, Frames};
+///
+/// let (writer, reader) = packetpipe::pipe::pipe();
+/// let mut out = FrameWriter::new(writer, Delimited::new(b"\r\n\r\n", 1024));
+/// out.feed(&b"first"[..])?;
+/// out.feed(&b"second"[..])?;
+/// out.into_inner().complete();
+/// let frames: Vec<_> = Frames::new(reader, Delimited::new(b"\r\n\r\n", 1024))
+///     .blocking_iter()
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(frames, [&b"first"[..], &b"second"[..]]);
+/// # Ok::<(), packetpipe::frame::FrameError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Delimited {
+    search: Search,
+}
+
+impl Delimited {
+    /// Frames ended by `delimiter`, of at most `max_length` bytes each (without the delimiter;
+    /// `usize::MAX` for no limit).
+    ///
+    /// # Panics
+    /// If `delimiter` is empty.
+    pub fn new(delimiter: &[u8], max_length: usize) -> Delimited {
+        Delimited {
+            search: Search::new(delimiter, max_length),
+        }
+    }
+
+    /// The maximum frame length.
+    pub fn max_length(&self) -> usize {
+        self.search.max_length
+    }
+}
+
+impl Decoder for Delimited {
+    type Item = Packet;
+    type Error = FrameError;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Packet>, FrameError> {
+        Ok(match self.search.next_frame(buf)? {
+            Decoded::Frame(len) => Decoded::Frame(self.search.take(buf, len)?),
+            Decoded::NeedAtLeast(n) => Decoded::NeedAtLeast(n),
+        })
+    }
+
+    fn decode_eof(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Packet>, FrameError> {
+        if let Decoded::Frame(frame) = self.decode(buf)? {
+            return Ok(Some(frame));
+        }
+        // The bytes after the last delimiter are a last frame.
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        self.search.next_index = 0;
+        let len = buf.len();
+        Ok(Some(buf.take(len)?))
+    }
+}
+
+/// Writes the payload, then the delimiter.
+impl Encoder<&[u8]> for Delimited {
+    type Error = FrameError;
+
+    fn encode(&mut self, payload: &[u8], dst: &mut PipeWriter) -> Result<(), FrameError> {
+        put_copied(dst, payload, &*self.search.delimiter)
+    }
+}
+
+/// Appends the payload zero-copy, then writes the delimiter.
+impl Encoder<Packet> for Delimited {
+    type Error = FrameError;
+
+    fn encode(&mut self, payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
+        dst.append(payload)?;
+        dst.write_slice(&self.search.delimiter)?;
+        Ok(())
+    }
+}
+
+/// Lines of UTF-8 text, as tokio-util's `LinesCodec`: a line ends at `\n`, a `\r` before it is
+/// dropped, a line that is not valid UTF-8 fails with [`FrameError::InvalidUtf8`] (and is
+/// consumed), a line longer than the maximum fails with [`FrameError::DelimiterNotFound`] (and is
+/// skipped if the stream is [resumed](super::Frames::resume)); at the writer's completion the
+/// text after the last `\n` is a last line (unless it is a lone `\r`).
+///
+/// Lines are [`Line`]s: a packet checked to be UTF-8, so no `String` is allocated per line.
+///
+/// ```
+/// use packetpipe::frame::{Frames, Lines};
+///
+/// let (mut writer, reader) = packetpipe::pipe::pipe();
+/// writer.write_slice("one\r\ntwo\nthree".as_bytes())?;
+/// writer.complete();
+/// let lines: Vec<String> = Frames::new(reader, Lines::new())
+///     .blocking_iter()
+///     .map(|line| line.map(|line| line.to_string()))
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(lines, ["one", "two", "three"]);
+/// # Ok::<(), packetpipe::frame::FrameError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Lines {
+    search: Search,
+}
+
+impl Default for Lines {
+    fn default() -> Lines {
+        Lines::new()
+    }
+}
+
+impl Lines {
+    /// Lines of any length.
+    pub fn new() -> Lines {
+        Lines::with_max_length(usize::MAX)
+    }
+
+    /// Lines of at most `max_length` bytes (without the line ending's `\n`).
+    pub fn with_max_length(max_length: usize) -> Lines {
+        Lines {
+            search: Search::new(b"\n", max_length),
+        }
+    }
+
+    /// The maximum line length.
+    pub fn max_length(&self) -> usize {
+        self.search.max_length
+    }
+}
+
+/// `packet` without a trailing `\r`, checked to be UTF-8.
+fn line(mut packet: Packet) -> Result<Line, FrameError> {
+    if packet.last() == Some(&b'\r') {
+        packet.truncate(packet.len() - 1);
+    }
+    match std::str::from_utf8(&packet) {
+        Ok(_) => Ok(Line(packet)),
+        Err(e) => Err(FrameError::InvalidUtf8 {
+            len: packet.len(),
+            valid_up_to: e.valid_up_to(),
+        }),
+    }
+}
+
+impl Decoder for Lines {
+    type Item = Line;
+    type Error = FrameError;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Line>, FrameError> {
+        Ok(match self.search.next_frame(buf)? {
+            Decoded::Frame(len) => Decoded::Frame(line(self.search.take(buf, len)?)?),
+            Decoded::NeedAtLeast(n) => Decoded::NeedAtLeast(n),
+        })
+    }
+
+    fn decode_eof(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Line>, FrameError> {
+        if let Decoded::Frame(line) = self.decode(buf)? {
+            return Ok(Some(line));
+        }
+        self.search.next_index = 0;
+        // The text after the last `\n` is a last line, unless nothing or a lone `\r` is left
+        // (which stays in the pipe, as tokio-util leaves it in its buffer).
+        let len = buf.len();
+        if len == 0 || (len == 1 && buf.buffer().get(0) == Some(b'\r')) {
+            return Ok(None);
+        }
+        Ok(Some(line(buf.take(len)?)?))
+    }
+}
+
+/// Writes the line, then `\n`.
+impl<T: AsRef<str>> Encoder<T> for Lines {
+    type Error = FrameError;
+
+    fn encode(&mut self, line: T, dst: &mut PipeWriter) -> Result<(), FrameError> {
+        put_copied(dst, line.as_ref().as_bytes(), &b"\n"[..])
+    }
+}
+
+/// A line of text from [`Lines`]: a [`Packet`] checked to be UTF-8 (without its line ending).
+/// Dereferences to `str`.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Line(Packet);
+
+impl Line {
+    /// The text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        // SAFETY: a `Line` is only made by `line()` from a packet that `str::from_utf8` accepted,
+        // or empty (`Default`), and its packet's bytes never change: packets are immutable views,
+        // and `Line` hands out no mutable access to its packet.
+        unsafe { std::str::from_utf8_unchecked(self.0.as_slice()) }
+    }
+
+    /// The bytes, as a packet.
+    pub fn as_packet(&self) -> &Packet {
+        &self.0
+    }
+
+    /// The bytes, as a packet.
+    pub fn into_packet(self) -> Packet {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Line {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Line {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<[u8]> for Line {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq<str> for Line {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Line {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl From<Line> for String {
+    fn from(line: Line) -> String {
+        line.as_str().to_owned()
+    }
+}

@@ -1,0 +1,457 @@
+//! The `Encoder` trait and `FrameWriter`: frames into a pipe writer, many frames per flush.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use futures_core::Stream;
+use pin_project_lite::pin_project;
+
+use super::FrameError;
+use crate::pipe::{Flush, FlushResult, PipeWriter};
+use crate::ByteSegments;
+
+/// Turns items into frames staged in a [`PipeWriter`].
+///
+/// `encode` writes through the writer's own methods: a header through
+/// [`buffer_mut`](PipeWriter::buffer_mut) + [`advance`](PipeWriter::advance) or its
+/// [`bytes::BufMut`] implementation, a payload [`append`](PipeWriter::append)ed zero-copy. It
+/// stages; publishing is the flush's job, so many frames can share one flush. An encoder should
+/// check everything that can fail before it stages a byte, so a failed item leaves nothing behind.
+///
+/// ```
+/// use bytes::BufMut;
+/// use packetpipe::frame::{Encoder, FrameError, FrameWriter};
+/// use packetpipe::pipe::PipeWriter;
+///
+/// /// A one-byte tag, then a big-endian u32.
+/// struct Tagged;
+///
+/// impl Encoder<(u8, u32)> for Tagged {
+///     type Error = FrameError;
+///
+///     fn encode(&mut self, (tag, value): (u8, u32), dst: &mut PipeWriter) -> Result<(), FrameError> {
+///         dst.put_u8(tag);
+///         dst.put_u32(value);
+///         Ok(())
+///     }
+/// }
+///
+/// let (writer, mut reader) = packetpipe::pipe::pipe();
+/// let mut out = FrameWriter::new(writer, Tagged);
+/// out.send_all_blocking([(1, 7), (2, 8)])?;
+/// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"\x01\0\0\0\x07\x02\0\0\0\x08");
+/// # Ok::<(), FrameError>(())
+/// ```
+pub trait Encoder<Item> {
+    /// The error; pipe errors and the frame module's own errors convert into it.
+    type Error: From<FrameError>;
+
+    /// Stage `item` as a frame in `dst`.
+    fn encode(&mut self, item: Item, dst: &mut PipeWriter) -> Result<(), Self::Error>;
+}
+
+impl<Item, E: Encoder<Item> + ?Sized> Encoder<Item> for &mut E {
+    type Error = E::Error;
+
+    fn encode(&mut self, item: Item, dst: &mut PipeWriter) -> Result<(), Self::Error> {
+        (**self).encode(item, dst)
+    }
+}
+
+/// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer (the encoders'
+/// copying path: a header and a small payload, a payload and its delimiter).
+pub(crate) fn put_copied(
+    dst: &mut PipeWriter,
+    head: &[u8],
+    tail: &(impl ByteSegments + ?Sized),
+) -> Result<(), FrameError> {
+    let total = head.len() + tail.byte_len();
+    let space = dst.buffer_mut(total)?;
+    space[..head.len()].copy_from_slice(head);
+    tail.copy_prefix_to(&mut space[head.len()..total])?;
+    dst.advance(total)?;
+    Ok(())
+}
+
+/// Staged bytes at which [`FrameWriter::send_all`] and [`FrameWriter::forward`] flush before
+/// going on, by default: the pipe's default pause threshold, so a long batch neither grows
+/// without bound nor flushes more often than backpressure would make it wait anyway.
+pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
+
+/// The writing side of framing: an [`Encoder`] over a [`PipeWriter`], sink-like.
+///
+/// - [`feed`](Self::feed) encodes and stages, no flush;
+/// - [`send`](Self::send) encodes, then flushes once;
+/// - [`send_all`](Self::send_all) encodes every item of an iterator with one flush at the end (and
+///   one each time [`batch_bytes`](Self::set_batch_bytes) are staged, to bound memory);
+/// - [`forward`](Self::forward) does the same for a [`Stream`], flushing whenever the stream has
+///   nothing ready: a burst of frames goes out with one flush;
+/// - [`flush`](Self::flush) publishes what is staged.
+///
+/// Each has a blocking form for threads. The flushes are the pipe's: they wait only under
+/// backpressure, and report the reader's completion in their [`FlushResult`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+/// use packetpipe::frame::{FrameWriter, LengthDelimited};
+///
+/// let (writer, mut reader) = packetpipe::pipe::pipe();
+/// let mut out = FrameWriter::new(writer, LengthDelimited::builder().length_field_type::<u8>().new_codec());
+/// out.feed(&b"a"[..])?;
+/// out.send(&b"bc"[..]).await?;                  // both frames, one flush
+/// out.send_all([&b"d"[..], &b"e"[..]]).await?; // two more, one flush
+/// assert_eq!(reader.read_buffer().await?.buffer().to_vec(), b"\x01a\x02bc\x01d\x01e");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct FrameWriter<E> {
+    writer: PipeWriter,
+    encoder: E,
+    batch_bytes: usize,
+}
+
+impl<E> FrameWriter<E> {
+    /// Encode with `encoder` into `writer`.
+    pub fn new(writer: PipeWriter, encoder: E) -> FrameWriter<E> {
+        FrameWriter {
+            writer,
+            encoder,
+            batch_bytes: DEFAULT_BATCH_BYTES,
+        }
+    }
+
+    /// Flush within [`send_all`](Self::send_all) and [`forward`](Self::forward) whenever this many
+    /// bytes are staged (default [`DEFAULT_BATCH_BYTES`]; at least 1).
+    pub fn set_batch_bytes(&mut self, bytes: usize) {
+        self.batch_bytes = bytes.max(1);
+    }
+
+    /// Encode `item` and stage it, without flushing.
+    ///
+    /// ```
+    /// use packetpipe::frame::{FrameWriter, Lines};
+    ///
+    /// let (writer, mut reader) = packetpipe::pipe::pipe();
+    /// let mut out = FrameWriter::new(writer, Lines::new());
+    /// out.feed("staged")?;
+    /// assert!(reader.try_read()?.is_none()); // not flushed yet
+    /// out.flush_blocking()?;
+    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"staged\n");
+    /// # Ok::<(), packetpipe::frame::FrameError>(())
+    /// ```
+    pub fn feed<I>(&mut self, item: I) -> Result<(), E::Error>
+    where
+        E: Encoder<I>,
+    {
+        self.encoder.encode(item, &mut self.writer)
+    }
+
+    /// Encode and stage `item` now, then flush.
+    ///
+    /// Cancel safety: the item is staged when `send` is called, before the future is first
+    /// polled; the future only flushes. Dropped before it completes, it loses nothing and
+    /// duplicates nothing: the frame stays staged and goes out with the next flush, or when the
+    /// writer completes.
+    pub fn send<I>(&mut self, item: I) -> Send<'_, E::Error>
+    where
+        E: Encoder<I>,
+    {
+        let error = self.feed(item).err();
+        Send {
+            flush: self.writer.flush_pipe(),
+            error,
+        }
+    }
+
+    /// Encode and stage every item, flushing once at the end (and whenever
+    /// [`batch bytes`](Self::set_batch_bytes) are staged); the output is the last flush's.
+    /// Stops early, with that flush's result, if a flush reports the reader completed or the flush
+    /// canceled.
+    ///
+    /// Cancel safety: items are taken from the iterator one at a time and staged at once; dropped
+    /// before it completes, the future loses and duplicates nothing: what it took is staged
+    /// (published by the next flush or the writer's completion), what it did not take is still in
+    /// the iterator (pass `&mut iter` to keep it).
+    pub fn send_all<I, T>(&mut self, items: I) -> SendAll<'_, E, I::IntoIter>
+    where
+        I: IntoIterator<Item = T>,
+        E: Encoder<T>,
+    {
+        SendAll {
+            frame_writer: self,
+            items: items.into_iter(),
+            flushing: false,
+            done: false,
+        }
+    }
+
+    /// Encode every item of `stream` as it comes, flushing whenever the stream has nothing ready
+    /// (so a burst of frames shares one flush), whenever [`batch bytes`](Self::set_batch_bytes) are
+    /// staged, and at its end. Ends with the stream, at its first error (what was encoded before it
+    /// stays staged), or when a flush reports the reader completed.
+    ///
+    /// Cancel safety: each item taken from the stream is staged at once; dropped before it
+    /// completes, the future loses and duplicates nothing (pass `&mut stream` to keep the rest).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+    /// use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
+    ///
+    /// // An echo: every frame read from one pipe is written to another.
+    /// let (mut inbound, reader) = packetpipe::pipe::pipe();
+    /// let (writer, mut outbound) = packetpipe::pipe::pipe();
+    /// inbound.write_slice(b"\0\0\0\x02hi\0\0\0\x03you")?;
+    /// inbound.complete();
+    /// let mut frames = Frames::new(reader, LengthDelimited::new());
+    /// let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    /// out.forward(&mut frames).await?;
+    /// assert_eq!(outbound.read_buffer().await?.buffer().to_vec(), b"\0\0\0\x02hi\0\0\0\x03you");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn forward<S, T, X>(&mut self, stream: S) -> Forward<'_, E, S>
+    where
+        S: Stream<Item = Result<T, X>>,
+        E: Encoder<T>,
+        E::Error: From<X>,
+    {
+        Forward {
+            frame_writer: self,
+            stream,
+            flushing: false,
+            done: false,
+        }
+    }
+
+    /// Publish what is staged (the pipe's [`flush_pipe`](PipeWriter::flush_pipe)).
+    ///
+    /// Cancel safety: dropping the future loses nothing; the bytes are published at its first
+    /// poll, and a later flush waits again if backpressure still applies.
+    pub fn flush(&mut self) -> Flush<'_> {
+        self.writer.flush_pipe()
+    }
+
+    /// [`send`](Self::send), parking the thread while the flush waits.
+    pub fn send_blocking<I>(&mut self, item: I) -> Result<FlushResult, E::Error>
+    where
+        E: Encoder<I>,
+    {
+        self.feed(item)?;
+        Ok(self.flush_blocking()?)
+    }
+
+    /// [`send_all`](Self::send_all), parking the thread while a flush waits.
+    pub fn send_all_blocking<I, T>(&mut self, items: I) -> Result<FlushResult, E::Error>
+    where
+        I: IntoIterator<Item = T>,
+        E: Encoder<T>,
+    {
+        let mut items = items.into_iter();
+        loop {
+            let done = self.feed_batch(&mut items)?;
+            let result = self.flush_blocking()?;
+            if done || result.is_completed() || result.is_canceled() {
+                return Ok(result);
+            }
+        }
+    }
+
+    /// [`flush`](Self::flush), parking the thread while it waits.
+    pub fn flush_blocking(&mut self) -> Result<FlushResult, FrameError> {
+        Ok(self.writer.flush_blocking()?)
+    }
+
+    /// Encode items until the batch is full or the items run out; whether they ran out.
+    fn feed_batch<T>(&mut self, items: &mut impl Iterator<Item = T>) -> Result<bool, E::Error>
+    where
+        E: Encoder<T>,
+    {
+        while self.writer.unflushed_len() < self.batch_bytes {
+            match items.next() {
+                Some(item) => self.feed(item)?,
+                None => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The pipe writer.
+    pub fn get_ref(&self) -> &PipeWriter {
+        &self.writer
+    }
+
+    /// The pipe writer, mutably (to write or append around the frames).
+    pub fn get_mut(&mut self) -> &mut PipeWriter {
+        &mut self.writer
+    }
+
+    /// The encoder.
+    pub fn encoder(&self) -> &E {
+        &self.encoder
+    }
+
+    /// The encoder, mutably.
+    pub fn encoder_mut(&mut self) -> &mut E {
+        &mut self.encoder
+    }
+
+    /// The pipe writer back, with whatever is staged still staged.
+    pub fn into_inner(self) -> PipeWriter {
+        self.writer
+    }
+
+    /// The pipe writer and the encoder.
+    pub fn into_parts(self) -> (PipeWriter, E) {
+        (self.writer, self.encoder)
+    }
+}
+
+pin_project! {
+    /// Future of [`FrameWriter::send`]: the flush after the item was staged.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Send<'a, Er> {
+        #[pin]
+        flush: Flush<'a>,
+        error: Option<Er>,
+    }
+}
+
+impl<Er: From<FrameError>> Future for Send<'_, Er> {
+    type Output = Result<FlushResult, Er>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Some(e) = this.error.take() {
+            return Poll::Ready(Err(e));
+        }
+        this.flush.poll(cx).map_err(|e| FrameError::from(e).into())
+    }
+}
+
+impl<Er> std::fmt::Debug for Send<'_, Er> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Send")
+    }
+}
+
+/// Poll the writer's flush; `Some(result)` when the batch loop must stop with it.
+fn poll_flush_step<Er: From<FrameError>>(
+    writer: &mut PipeWriter,
+    cx: &mut Context<'_>,
+    done: bool,
+) -> Poll<Result<Option<FlushResult>, Er>> {
+    let result = ready!(writer.poll_flush_pipe(cx)).map_err(FrameError::from)?;
+    let stop = done || result.is_completed() || result.is_canceled();
+    Poll::Ready(Ok(stop.then_some(result)))
+}
+
+pin_project! {
+    /// Future of [`FrameWriter::send_all`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct SendAll<'a, E, I> {
+        frame_writer: &'a mut FrameWriter<E>,
+        items: I,
+        flushing: bool,
+        done: bool,
+    }
+}
+
+impl<E, I, T> Future for SendAll<'_, E, I>
+where
+    I: Iterator<Item = T>,
+    E: Encoder<T>,
+{
+    type Output = Result<FlushResult, E::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        loop {
+            if *this.flushing {
+                if let Some(result) = ready!(poll_flush_step(
+                    &mut this.frame_writer.writer,
+                    cx,
+                    *this.done
+                ))? {
+                    return Poll::Ready(Ok(result));
+                }
+                *this.flushing = false;
+            }
+            *this.done = this.frame_writer.feed_batch(this.items)?;
+            *this.flushing = true;
+        }
+    }
+}
+
+impl<E, I> std::fmt::Debug for SendAll<'_, E, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SendAll")
+    }
+}
+
+pin_project! {
+    /// Future of [`FrameWriter::forward`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Forward<'a, E, S> {
+        frame_writer: &'a mut FrameWriter<E>,
+        #[pin]
+        stream: S,
+        flushing: bool,
+        done: bool,
+    }
+}
+
+impl<E, S, T, X> Future for Forward<'_, E, S>
+where
+    S: Stream<Item = Result<T, X>>,
+    E: Encoder<T>,
+    E::Error: From<X>,
+{
+    type Output = Result<(), E::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            if *this.flushing {
+                if ready!(poll_flush_step::<E::Error>(
+                    &mut this.frame_writer.writer,
+                    cx,
+                    *this.done
+                ))?
+                .is_some()
+                {
+                    return Poll::Ready(Ok(()));
+                }
+                *this.flushing = false;
+            }
+            match this.stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(item))) => {
+                    this.frame_writer.feed(item)?;
+                    let writer = &this.frame_writer.writer;
+                    *this.flushing = writer.unflushed_len() >= this.frame_writer.batch_bytes;
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e.into())),
+                Poll::Ready(None) => {
+                    *this.done = true;
+                    *this.flushing = true;
+                }
+                Poll::Pending => {
+                    if this.frame_writer.writer.unflushed_len() == 0 {
+                        return Poll::Pending;
+                    }
+                    // Nothing more ready: publish the burst staged so far.
+                    *this.flushing = true;
+                }
+            }
+        }
+    }
+}
+
+impl<E, S> std::fmt::Debug for Forward<'_, E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forward")
+    }
+}

@@ -1,0 +1,286 @@
+//! `Frames<D>`: a decoder driven over a pipe reader, as a `Stream` and as a blocking iterator.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_core::{FusedStream, Stream};
+
+use super::{DecodeBuf, Decoded, Decoder, FrameError};
+use crate::pipe::PipeReader;
+
+/// How a [`Frames`] waits for at least n unconsumed bytes: a poll, or a blocking read.
+type WaitFn<'a> = dyn FnMut(&mut PipeReader, usize) -> Poll<Result<(), crate::Error>> + 'a;
+
+/// Where a [`Frames`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// No read in hand: wait until the pipe holds at least this many unconsumed bytes.
+    Wait(usize),
+    /// A read in hand: decode from it.
+    Decode,
+    /// The writer completed: `decode_eof` until it returns `None`.
+    Eof,
+    /// The decoder failed: ended until [`Frames::resume`].
+    Failed,
+    /// Ended for good (the writer's completion or an error of the pipe).
+    Done,
+}
+
+/// The frames of a pipe: a [`Decoder`] driven over a [`PipeReader`].
+///
+/// A [`Stream`] of `Result<D::Item, D::Error>` for async code, and a blocking iterator
+/// ([`next_blocking`](Self::next_blocking), [`blocking_iter`](Self::blocking_iter)) for threads.
+///
+/// How it reads: frames are decoded from the bytes at hand, one per poll, without touching the
+/// pipe's synchronization; when the decoder answers [`Decoded::NeedAtLeast(n)`](Decoded::NeedAtLeast),
+/// everything is marked examined and the stream waits with
+/// [`read_at_least(n)`](PipeReader::read_at_least): the writer's backpressure is lifted until the
+/// n bytes are there (a frame larger than the pause threshold still arrives), and the reader is
+/// woken once when they are, not once per segment.
+///
+/// How it ends, as tokio-util's `FramedRead`:
+/// - when the writer completes, the last frames are yielded ([`Decoder::decode_eof`]), then an
+///   error if bytes of an incomplete frame remain ([`FrameError::BytesRemaining`] by default), then
+///   `None` for good;
+/// - after a decoder error the stream yields `None` ([`FusedStream::is_terminated`] is true);
+///   [`resume`](Self::resume) goes on decoding (the built-in delimiter decoders then skip the
+///   over-long frame; `FramedRead` resumes the same way when polled after that `None`);
+/// - an error of the pipe (the writer completed with an error) is yielded, then `None` for good;
+/// - a read canceled through [`PipeCanceler`](crate::pipe::PipeCanceler) yields
+///   [`FrameError::Canceled`] and the stream goes on.
+///
+/// [`into_inner`](Self::into_inner) hands the reader back with every unconsumed byte intact: the
+/// bytes of a partial frame stay in the pipe, and the reader's next `read_buffer` returns them at
+/// once.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+/// use futures::StreamExt;
+/// use packetpipe::frame::{Frames, Lines};
+///
+/// let (mut writer, reader) = packetpipe::pipe::pipe();
+/// writer.write_slice(b"hello\r\nworld\npart")?;
+/// writer.flush_pipe().await?;
+/// let mut lines = Frames::new(reader, Lines::new());
+/// assert_eq!(lines.next().await.unwrap()?, "hello");
+/// assert_eq!(lines.next().await.unwrap()?, "world");
+/// let mut reader = lines.into_inner(); // "part" is still in the pipe
+/// assert_eq!(reader.read_buffer().await?.buffer().to_vec(), b"part");
+/// # Ok(())
+/// # }
+/// ```
+pub struct Frames<D> {
+    reader: PipeReader,
+    decoder: D,
+    state: State,
+    /// The next read is the first after [`Frames::resume`].
+    resumed: bool,
+}
+
+impl<D> Unpin for Frames<D> {}
+
+impl<D: Decoder> Frames<D> {
+    /// Decode the bytes `reader` receives with `decoder`.
+    pub fn new(reader: PipeReader, decoder: D) -> Frames<D> {
+        Frames {
+            reader,
+            decoder,
+            state: State::Wait(1),
+            resumed: false,
+        }
+    }
+
+    /// The next frame, parking the thread while waiting for bytes; `None` at the end.
+    pub fn next_blocking(&mut self) -> Option<Result<D::Item, D::Error>> {
+        let step =
+            self.step(&mut |reader, n| Poll::Ready(reader.read_at_least_blocking(n).map(|_| ())));
+        match step {
+            Poll::Ready(item) => item,
+            Poll::Pending => unreachable!("a blocking read never returns Pending"),
+        }
+    }
+
+    /// An iterator over the frames that parks the thread while waiting for bytes.
+    pub fn blocking_iter(&mut self) -> BlockingIter<'_, D> {
+        BlockingIter { frames: self }
+    }
+
+    /// After a decoder error (the stream then ended), go on decoding. Returns whether there was
+    /// such an error to resume from; after the writer's completion or a pipe error there is
+    /// nothing to resume.
+    pub fn resume(&mut self) -> bool {
+        if self.state == State::Failed {
+            // Read again before decoding (as `FramedRead` does), so a completion of the writer
+            // since the last read is seen: examined everything, and at least one byte is there
+            // unless the buffer was empty.
+            if let Some(len) = self.reader.last_read().map(|r| r.buffer().len()) {
+                let _ = self.reader.advance_to(0, len);
+            }
+            self.state = State::Wait(1);
+            self.resumed = true;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// One step: the next item, the end, or `Pending` when `wait` is pending.
+    fn step(&mut self, wait: &mut WaitFn<'_>) -> Poll<Option<Result<D::Item, D::Error>>> {
+        loop {
+            match self.state {
+                State::Done | State::Failed => return Poll::Ready(None),
+                State::Wait(n) => match wait(&mut self.reader, n) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(())) => {
+                        // After a resumption, a read that finds the writer completed is
+                        // `FramedRead`'s read of the end: `decode_eof` from there on, and its
+                        // errors end the stream.
+                        let at_end = self.reader.last_read().is_some_and(|r| r.is_completed());
+                        self.state = if std::mem::take(&mut self.resumed) && at_end {
+                            State::Eof
+                        } else {
+                            State::Decode
+                        };
+                    }
+                    Poll::Ready(Err(e)) => {
+                        self.state = State::Done;
+                        return Poll::Ready(Some(Err(FrameError::from(e).into())));
+                    }
+                },
+                State::Decode => {
+                    let (completed, canceled) = match self.reader.last_read() {
+                        Some(read) => (read.is_completed(), read.is_canceled()),
+                        None => {
+                            self.state = State::Wait(1);
+                            continue;
+                        }
+                    };
+                    let mut buf = DecodeBuf::new(&mut self.reader, completed);
+                    match self.decoder.decode(&mut buf) {
+                        Ok(Decoded::Frame(item)) => return Poll::Ready(Some(Ok(item))),
+                        Ok(Decoded::NeedAtLeast(n)) => {
+                            if completed {
+                                self.state = State::Eof;
+                                continue;
+                            }
+                            let len = buf.len();
+                            // Examined everything, consumed nothing more: cannot fail, a read
+                            // is in hand and 0 <= len <= its length.
+                            if let Err(e) = self.reader.advance_to(0, len) {
+                                self.state = State::Done;
+                                return Poll::Ready(Some(Err(FrameError::from(e).into())));
+                            }
+                            self.state = State::Wait(n.max(len.saturating_add(1)));
+                            if canceled {
+                                return Poll::Ready(Some(Err(FrameError::Canceled.into())));
+                            }
+                        }
+                        Err(e) => {
+                            self.state = State::Failed;
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                    }
+                }
+                State::Eof => {
+                    if self.reader.last_read().is_none() {
+                        // A resume after an error at the end: read the rest again (at once).
+                        self.state = State::Wait(0);
+                        continue;
+                    }
+                    let mut buf = DecodeBuf::new(&mut self.reader, true);
+                    return Poll::Ready(match self.decoder.decode_eof(&mut buf) {
+                        Ok(Some(item)) => Some(Ok(item)),
+                        Ok(None) => {
+                            self.state = State::Done;
+                            None
+                        }
+                        Err(e) => {
+                            self.state = State::Done;
+                            Some(Err(e))
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl<D> Frames<D> {
+    /// The reader.
+    pub fn get_ref(&self) -> &PipeReader {
+        &self.reader
+    }
+
+    /// The decoder.
+    pub fn decoder(&self) -> &D {
+        &self.decoder
+    }
+
+    /// The decoder, mutably (for example to change its maximum frame length).
+    pub fn decoder_mut(&mut self) -> &mut D {
+        &mut self.decoder
+    }
+
+    /// The reader back, every unconsumed byte intact (including those of a partial frame): its next
+    /// `read_buffer` returns them at once.
+    pub fn into_inner(self) -> PipeReader {
+        self.into_parts().0
+    }
+
+    /// The reader (as [`into_inner`](Self::into_inner)) and the decoder.
+    pub fn into_parts(self) -> (PipeReader, D) {
+        let Frames {
+            mut reader,
+            decoder,
+            ..
+        } = self;
+        // Mark nothing examined, so the next `read_buffer` does not wait for bytes beyond what this
+        // stream examined. A read of at least 0 bytes returns at once; errors (a completed reader)
+        // leave nothing to reset.
+        if reader.last_read().is_none() {
+            let _ = reader.read_at_least_blocking(0);
+        }
+        let _ = reader.advance_to(0, 0);
+        (reader, decoder)
+    }
+}
+
+impl<D: Decoder> Stream for Frames<D> {
+    type Item = Result<D::Item, D::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut()
+            .step(&mut |reader, n| reader.poll_read_at_least(cx, n))
+    }
+}
+
+impl<D: Decoder> FusedStream for Frames<D> {
+    fn is_terminated(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed)
+    }
+}
+
+impl<D: std::fmt::Debug> std::fmt::Debug for Frames<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frames")
+            .field("reader", &self.reader)
+            .field("decoder", &self.decoder)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+/// Blocking iterator over a [`Frames`]; see [`Frames::blocking_iter`].
+#[derive(Debug)]
+pub struct BlockingIter<'a, D> {
+    frames: &'a mut Frames<D>,
+}
+
+impl<D: Decoder> Iterator for BlockingIter<'_, D> {
+    type Item = Result<D::Item, D::Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.frames.next_blocking()
+    }
+}

@@ -1,0 +1,59 @@
+//! Frames over the pipe: decoders that split the segment chain into frames as a
+//! [`Stream`](futures_core::Stream), and encoders that write headers and append payloads zero-copy.
+//!
+//! - [`Decoder`]: sees the unconsumed bytes as a [`DecodeBuf`] (segments, never forced contiguous)
+//!   and answers a frame (taken out with the pipe's copy-small / share-large rule, or built into the
+//!   decoder's own type), [`Decoded::NeedAtLeast(n)`](Decoded::NeedAtLeast), or an error.
+//! - [`Frames`]: drives a decoder over a [`PipeReader`](crate::pipe::PipeReader); a
+//!   [`futures_core::Stream`] and a blocking iterator. While a frame is incomplete it waits with
+//!   [`read_at_least(n)`](crate::pipe::PipeReader::read_at_least): the writer's backpressure is
+//!   lifted for the frame, and the reader wakes once when the n bytes are there, not once per
+//!   segment. [`into_inner`](Frames::into_inner) gives the reader back, every unconsumed byte intact.
+//! - [`Encoder`] and [`FrameWriter`]: stage frames in a [`PipeWriter`](crate::pipe::PipeWriter)
+//!   (`feed`), send one with a flush (`send`), many with one flush (`send_all`, `forward`).
+//! - Built in, behaving as tokio-util's codecs on the same input (same frames, same errors at the
+//!   same point; `tests/frame_differential.rs` checks it): [`LengthDelimited`]
+//!   (`LengthDelimitedCodec`), [`Delimited`] (`AnyDelimiterCodec` with one delimiter, which may be
+//!   several bytes long) and [`Lines`] (`LinesCodec`).
+//! - [`FrameError`]: bad input, with the numbers; the end of the stream inside a frame; pipe errors.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+//! use futures::StreamExt;
+//! use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
+//!
+//! let (writer, reader) = packetpipe::pipe::pipe();
+//! let producer = tokio::spawn(async move {
+//!     let mut out = FrameWriter::new(writer, LengthDelimited::new());
+//!     let big = packetpipe::Packet::from(vec![7u8; 100_000]); // appended zero-copy
+//!     out.send_all([packetpipe::Packet::from_static(b"small"), big]).await?;
+//!     out.into_inner().complete();
+//!     Ok::<_, packetpipe::frame::FrameError>(())
+//! });
+//!
+//! let mut frames = Frames::new(reader, LengthDelimited::new());
+//! assert_eq!(frames.next().await.unwrap()?, &b"small"[..]);
+//! assert_eq!(frames.next().await.unwrap()?.len(), 100_000);
+//! assert!(frames.next().await.is_none());
+//! producer.await.unwrap()?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod decoder;
+mod delimited;
+mod encoder;
+mod error;
+mod frames;
+mod length_delimited;
+
+pub use decoder::{DecodeBuf, Decoded, Decoder};
+pub use delimited::{Delimited, Line, Lines};
+pub use encoder::{Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};
+pub use error::FrameError;
+pub use frames::{BlockingIter, Frames};
+pub use length_delimited::{
+    Builder as LengthDelimitedBuilder, LengthDelimited, LengthDelimitedChains, LengthFieldType,
+    DEFAULT_COPY_PAYLOAD_UP_TO,
+};

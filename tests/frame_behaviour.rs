@@ -1,0 +1,511 @@
+//! Behaviour of the frame module (issue 8, item 2): a large frame under backpressure with a
+//! bounded number of wakes, sharing vs copying, bad input (clear errors, no panic, bounded memory),
+//! the end of the stream, cancellation, `into_inner`, and the writer side's batching and cancel
+//! safety.
+
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+
+use futures::StreamExt;
+use packetpipe::frame::{
+    DecodeBuf, Decoded, Decoder, FrameError, FrameWriter, Frames, LengthDelimited, Lines,
+};
+use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeReader};
+use packetpipe::{Packet, Pool};
+
+/// Wakes a parked thread and counts the wakes.
+struct CountingUnpark {
+    wakes: AtomicUsize,
+    thread: thread::Thread,
+}
+
+impl Wake for CountingUnpark {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// Poll `future` on this thread until it completes; returns its output and how often its waker
+/// was woken.
+fn run_counting_wakes<F: Future>(future: F) -> (F::Output, usize) {
+    let counter = Arc::new(CountingUnpark {
+        wakes: AtomicUsize::new(0),
+        thread: thread::current(),
+    });
+    let waker = Waker::from(counter.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return (output, counter.wakes.load(Ordering::SeqCst));
+        }
+        thread::park();
+    }
+}
+
+fn header(len: usize) -> [u8; 4] {
+    (len as u32).to_be_bytes()
+}
+
+#[test]
+fn a_16_mib_frame_in_4_kib_segments_completes_under_backpressure_with_few_wakes() {
+    const FRAME: usize = 16 << 20;
+    const SEGMENT: usize = 4 << 10;
+    let (mut writer, reader) = pipe_with(
+        PipeOptions::new()
+            .pause_threshold(64 << 10)
+            .resume_threshold(32 << 10),
+    );
+    let producer = thread::spawn(move || {
+        writer.write_slice(&header(FRAME)).unwrap();
+        let mut flushes = 0;
+        for i in 0..FRAME / SEGMENT {
+            writer.write_slice(&[i as u8; SEGMENT]).unwrap();
+            let result = writer.flush_blocking().unwrap();
+            assert!(!result.is_completed() && !result.is_canceled());
+            flushes += 1;
+        }
+        writer.complete();
+        flushes
+    });
+    let mut frames = Frames::new(
+        reader,
+        LengthDelimited::builder()
+            .max_frame_length(32 << 20)
+            .new_codec(),
+    );
+    let (frame, wakes) = run_counting_wakes(frames.next());
+    let frame = frame.expect("a frame").expect("no error");
+    let flushes = producer.join().unwrap();
+    assert_eq!(frame.len(), FRAME);
+    for (i, chunk) in frame.chunks(SEGMENT).enumerate() {
+        assert!(chunk.iter().all(|&b| b == i as u8), "segment {i} intact");
+    }
+    assert_eq!(flushes, 4096);
+    // One wake for the first bytes, one when the whole frame is there (a few more if the reader
+    // looks while the header is incomplete): far below one per segment.
+    assert!(wakes <= 8, "{wakes} wakes for {flushes} segments");
+    assert!(futures::executor::block_on(frames.next()).is_none());
+}
+
+#[test]
+fn a_large_frame_in_one_segment_is_shared_and_a_small_one_leaves_its_block() {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+
+    // A receive block holding a 64 B frame and an 8 KiB frame, both whole.
+    let mut block = pool.rent(16 << 10).unwrap();
+    block.extend_from_slice(&header(64)).unwrap();
+    block.extend_from_slice(&[1; 64]).unwrap();
+    block.extend_from_slice(&header(8192)).unwrap();
+    block.extend_from_slice(&[2; 8192]).unwrap();
+    let block = block.freeze();
+    let base = block.as_ptr() as usize;
+    let block_range = base..base + block.len();
+    writer.append(block).unwrap(); // the pipe holds the only handle now
+    writer.complete();
+    assert_eq!(pool.stats().outstanding, 1);
+
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    let small = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(&small[..], &[1; 64][..]);
+    assert!(
+        !block_range.contains(&(small.as_ptr() as usize)),
+        "a small frame is copied out"
+    );
+    let large = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(large.len(), 8192);
+    assert_eq!(
+        large.as_ptr() as usize,
+        base + 4 + 64 + 4,
+        "a large frame in one segment is the same bytes of the same block"
+    );
+    assert!(large.as_owned().is_some(), "still a pooled packet");
+    assert!(frames.next_blocking().is_none());
+    // Two blocks out: the receive block (kept by the shared large frame) and the small frame's.
+    assert_eq!(pool.stats().outstanding, 2);
+    drop(large);
+    assert_eq!(
+        pool.stats().outstanding,
+        1,
+        "consumed and no longer shared, the receive block went home"
+    );
+    drop(frames);
+    drop(small);
+    assert_eq!(pool.stats().outstanding, 0);
+}
+
+#[test]
+fn a_small_frame_does_not_keep_its_receive_block_alive() {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let mut block = pool.rent(64 << 10).unwrap();
+    block.extend_from_slice(&header(100)).unwrap();
+    block.extend_from_slice(&[9; 100]).unwrap();
+    writer.append(block.freeze()).unwrap();
+    writer.complete();
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    let frame = frames.next_blocking().unwrap().unwrap();
+    // The frame's bytes were consumed; the 64 KiB block is gone while the frame lives on.
+    let stats = pool.stats();
+    assert_eq!(
+        stats.outstanding, 1,
+        "only the frame's fitted block: {stats:?}"
+    );
+    assert!(pool.class_size_for(frame.len()).unwrap() <= 128);
+    drop(frame);
+    assert_eq!(pool.stats().outstanding, 0);
+}
+
+#[test]
+fn bad_lengths_are_clear_errors() {
+    let cases: [(LengthDelimited, &[u8], &str); 3] = [
+        (
+            LengthDelimited::builder()
+                .max_frame_length(65536)
+                .new_codec(),
+            &70000u32.to_be_bytes(),
+            "frame of 70000 bytes exceeds the maximum frame length 65536",
+        ),
+        (
+            LengthDelimited::builder()
+                .length_field_type::<u16>()
+                .length_adjustment(-5)
+                .new_codec(),
+            &[0, 2],
+            "frame length 2 with length adjustment -5 does not fit the length type",
+        ),
+        (
+            LengthDelimited::builder()
+                .length_field_type::<u64>()
+                .length_adjustment(10)
+                .max_frame_length(usize::MAX)
+                .new_codec(),
+            &(u64::MAX - 3).to_be_bytes(),
+            "frame length 18446744073709551612 with length adjustment 10 does not fit the length type",
+        ),
+    ];
+    for (codec, bytes, message) in cases {
+        let (mut writer, reader) = pipe();
+        writer.write_slice(bytes).unwrap();
+        writer.write_slice(b"payload").unwrap();
+        writer.complete();
+        let mut frames = Frames::new(reader, codec);
+        let err = frames.next_blocking().unwrap().unwrap_err();
+        assert_eq!(err.to_string(), message);
+        assert_eq!(
+            std::io::Error::from(err).kind(),
+            std::io::ErrorKind::InvalidData
+        );
+        assert!(
+            frames.next_blocking().is_none(),
+            "the stream ends after the error"
+        );
+        // Nothing was consumed: the bad header is still there for inspection.
+        let mut reader = frames.into_inner();
+        let buffer = reader.read_blocking().unwrap().buffer().to_vec();
+        assert_eq!(&buffer[..bytes.len()], bytes);
+    }
+}
+
+/// Feed `total` bytes of garbage (no newline; 64 KiB writes into the pipe's pooled blocks) through
+/// `Frames<Lines>` with a maximum line length, resuming after each error; returns the errors seen
+/// and the most blocks the pool had out at once.
+fn feed_garbage_lines(total: usize, max_line: usize) -> (usize, u64) {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let producer = thread::spawn(move || {
+        let chunk = vec![b'x'; 64 << 10];
+        let mut sent = 0;
+        while sent < total {
+            writer.write_slice(&chunk).unwrap();
+            writer.flush_blocking().unwrap();
+            sent += chunk.len();
+        }
+    });
+    let mut frames = Frames::new(reader, Lines::with_max_length(max_line));
+    let mut errors = 0;
+    let mut max_outstanding = 0;
+    loop {
+        match frames.next_blocking() {
+            Some(Err(FrameError::DelimiterNotFound { max, examined })) => {
+                assert_eq!(max, max_line);
+                assert_eq!(examined, max_line + 1);
+                errors += 1;
+            }
+            Some(other) => panic!("unexpected {other:?}"),
+            None if frames.resume() => {}
+            None => break,
+        }
+        max_outstanding = max_outstanding.max(pool.stats().outstanding);
+    }
+    producer.join().unwrap();
+    (errors, max_outstanding)
+}
+
+#[test]
+fn a_delimiter_never_found_is_an_error_and_garbage_is_discarded_in_bounded_memory() {
+    let total = std::env::var("FRAME_GARBAGE_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100usize)
+        << 20;
+    let (errors, max_outstanding) = feed_garbage_lines(total, 1024);
+    // One error for the over-long line; the rest of it is discarded as it arrives.
+    assert_eq!(errors, 1);
+    // Pause threshold 64 KiB of 64 KiB writes in 4 KiB-or-larger blocks: a handful of blocks.
+    assert!(
+        max_outstanding <= 8,
+        "{max_outstanding} blocks out while discarding {total} bytes"
+    );
+}
+
+#[test]
+fn garbage_for_length_delimited_fails_at_once_in_bounded_memory() {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let producer = thread::spawn(move || {
+        let garbage: Vec<u8> = (0..64 << 10).map(|i| (i * 7 + 13) as u8 | 0x80).collect();
+        // Until the reader goes away: backpressure holds the writer meanwhile.
+        loop {
+            writer.write_slice(&garbage).unwrap();
+            if writer.flush_blocking().unwrap().is_completed() {
+                return;
+            }
+        }
+    });
+    let mut frames = Frames::new(
+        reader,
+        LengthDelimited::builder()
+            .max_frame_length(64 << 10)
+            .new_codec(),
+    );
+    let err = frames.next_blocking().unwrap().unwrap_err();
+    assert!(
+        matches!(err, FrameError::FrameTooLong { max: 65536, .. }),
+        "{err}"
+    );
+    assert!(frames.next_blocking().is_none());
+    thread::sleep(std::time::Duration::from_millis(50)); // let the writer run into backpressure
+    assert!(pool.stats().outstanding <= 4, "{:?}", pool.stats());
+    drop(frames); // the reader completes: the writer's flush reports it and the writer stops
+    producer.join().unwrap();
+}
+
+#[test]
+fn the_end_yields_the_last_frames_then_remaining_bytes_then_none() {
+    let (mut writer, reader) = pipe();
+    writer
+        .write_slice(b"\0\0\0\x01a\0\0\0\x02bc\0\0\0\x05de")
+        .unwrap();
+    writer.complete();
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"a"[..]);
+    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"bc"[..]);
+    let err = frames.next_blocking().unwrap().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "6 bytes remaining on stream: the writer completed inside a frame"
+    );
+    assert_eq!(
+        std::io::Error::from(err).kind(),
+        std::io::ErrorKind::UnexpectedEof
+    );
+    assert!(frames.next_blocking().is_none());
+    assert!(!frames.resume(), "the end is final");
+    assert!(frames.next_blocking().is_none());
+}
+
+#[test]
+fn a_writer_error_comes_after_the_frames_before_it() {
+    let (mut writer, reader) = pipe();
+    writer.write_slice(b"\0\0\0\x01a\0\0").unwrap();
+    writer.complete_with_error("connection reset");
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"a"[..]);
+    let err = frames.next_blocking().unwrap().unwrap_err();
+    assert!(
+        matches!(err, FrameError::Pipe(packetpipe::Error::Peer { .. })),
+        "{err:?}"
+    );
+    assert!(frames.next_blocking().is_none());
+}
+
+#[test]
+fn into_inner_keeps_a_partial_frame() {
+    let (mut writer, reader) = pipe();
+    writer.write_slice(b"\0\0\0\x01a\0\0\0\x09part").unwrap();
+    writer.flush_blocking().unwrap();
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"a"[..]);
+    // Poll once more: it waits for the rest of the frame (everything examined).
+    let waker = Waker::from(Arc::new(CountingUnpark {
+        wakes: AtomicUsize::new(0),
+        thread: thread::current(),
+    }));
+    assert!(frames
+        .poll_next_unpin(&mut Context::from_waker(&waker))
+        .is_pending());
+    let mut reader: PipeReader = frames.into_inner();
+    let result = reader
+        .try_read()
+        .unwrap()
+        .expect("the partial frame is readable at once");
+    assert_eq!(result.buffer().to_vec(), b"\0\0\0\x09part");
+}
+
+#[test]
+fn a_canceled_read_yields_canceled_and_the_stream_goes_on() {
+    let (mut writer, reader) = pipe();
+    let canceler = reader.canceler();
+    let mut frames = Frames::new(reader, Lines::new());
+    writer.write_slice(b"hel").unwrap();
+    writer.flush_blocking().unwrap();
+    canceler.cancel_pending_read();
+    assert!(matches!(
+        frames.next_blocking(),
+        Some(Err(FrameError::Canceled))
+    ));
+    writer.write_slice(b"lo\n").unwrap();
+    writer.complete();
+    assert_eq!(frames.next_blocking().unwrap().unwrap(), "hello");
+    assert!(frames.next_blocking().is_none());
+}
+
+/// A decoder that builds its own item from the view and skips the bytes: big-endian u16s.
+struct U16s;
+
+impl Decoder for U16s {
+    type Item = u16;
+    type Error = FrameError;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<u16>, FrameError> {
+        if buf.len() < 2 {
+            return Ok(Decoded::NeedAtLeast(2));
+        }
+        let value = bytes::Buf::get_u16(&mut buf.buffer().cursor());
+        buf.skip(2)?;
+        Ok(Decoded::Frame(value))
+    }
+}
+
+#[test]
+fn a_decoder_can_build_its_own_items_across_segments() {
+    let (mut writer, reader) = pipe();
+    for byte in [0u8, 1, 0, 2, 1, 0] {
+        writer.append(vec![byte]).unwrap(); // every value straddles two segments
+    }
+    writer.complete();
+    let values: Vec<u16> = Frames::new(reader, U16s)
+        .blocking_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(values, [1, 2, 256]);
+}
+
+#[test]
+fn send_all_batches_many_frames_into_one_flush() {
+    let (writer, mut reader) = pipe();
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    let items: Vec<Packet> = (0..100u8).map(|i| Packet::from(vec![i; 10])).collect();
+    let (result, _) = run_counting_wakes(out.send_all(items));
+    assert!(!result.unwrap().is_completed());
+    // One flush published everything: the first read sees all 100 frames.
+    let read = reader.try_read().unwrap().unwrap();
+    assert_eq!(read.buffer().len(), 100 * 14);
+    assert!(reader.try_read().is_ok());
+}
+
+/// `send` under backpressure, dropped while its flush waits: the frame is neither lost nor
+/// duplicated; `send_all` dropped mid-way leaves the items it did not take in the iterator.
+#[test]
+fn writer_futures_dropped_mid_wait_lose_and_duplicate_nothing() {
+    let (writer, reader) = pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    let waker = Waker::from(Arc::new(CountingUnpark {
+        wakes: AtomicUsize::new(0),
+        thread: thread::current(),
+    }));
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut send = pin!(out.send(&b"0123456789abcdef"[..]));
+        assert!(
+            send.as_mut().poll(&mut cx).is_pending(),
+            "paused: 20 bytes >= 16"
+        );
+    } // dropped mid-wait
+    let mut items = (1u8..=5).map(|i| vec![i; 20]).map(Packet::from);
+    {
+        let mut send_all = pin!(out.send_all(&mut items));
+        let _ = Pin::new(&mut send_all).poll(&mut cx); // stages until the flush pauses
+    }
+    let rest: Vec<_> = items.collect();
+    out.feed(&b"last"[..]).unwrap();
+    out.into_inner().complete();
+
+    let frames: Vec<Packet> = Frames::new(reader, LengthDelimited::new())
+        .blocking_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut expected = vec![Packet::from(&b"0123456789abcdef"[..])];
+    expected.extend(
+        (1u8..=5)
+            .map(|i| Packet::from(vec![i; 20]))
+            .take(5 - rest.len()),
+    );
+    expected.push(Packet::from(&b"last"[..]));
+    assert_eq!(
+        frames,
+        expected,
+        "{} items left in the iterator",
+        rest.len()
+    );
+}
+
+#[test]
+fn chains_share_a_large_frame_that_spans_segments() {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let first = pool.copy_from_slice(&[1; 6000]).unwrap();
+    let second = pool.copy_from_slice(&[2; 6000]).unwrap();
+    let (p1, p2) = (first.as_ptr() as usize, second.as_ptr() as usize);
+    writer.write_slice(&header(12000)).unwrap();
+    writer.append(first).unwrap();
+    writer.append(second).unwrap();
+    writer.write_slice(&header(3)).unwrap();
+    writer.write_slice(b"abc").unwrap();
+    writer.complete();
+    let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
+    let big = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(big.len(), 12000);
+    let starts: Vec<usize> = big.iter().map(|p| p.as_ptr() as usize).collect();
+    assert_eq!(
+        starts,
+        [p1, p2],
+        "the appended packets themselves, not copies"
+    );
+    let small = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(
+        (small.to_vec(), small.segment_count()),
+        (b"abc".to_vec(), 1)
+    );
+    assert!(frames.next_blocking().is_none());
+
+    // And back out: the chain is appended packet by packet behind its header.
+    let (writer, mut out_reader) = pipe();
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    out.feed(big).unwrap();
+    out.into_inner().complete();
+    let read = out_reader.read_blocking().unwrap();
+    let chunks: Vec<usize> = read.buffer().chunks().map(<[u8]>::len).collect();
+    assert_eq!(chunks, [4, 6000, 6000]);
+}
