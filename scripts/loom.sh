@@ -32,6 +32,7 @@ mutants=(
     "done_before_data close_vs_data"
     "no_recheck_flush backpressure"
     "cancel_no_wake cancel"
+    "close_check_unlocked pool_close"
 )
 
 start=$SECONDS
