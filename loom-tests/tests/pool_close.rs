@@ -2,30 +2,18 @@
 //! The pool closing (its last handle dropped) on one thread while another returns blocks.
 
 use loom::thread;
-use packetpipe::{PacketBuf, Pool};
-use packetpipe_loom_tests::Hold;
+use packetpipe::PacketBuf;
+use packetpipe_loom_tests::{tiny_pool, Hold};
 
-/// One 64-byte class, magazines of one block: the third return in a row on a thread moves a
-/// magazine to the depot, which is what races with the close.
-fn tiny_pool() -> Pool {
-    Pool::builder()
-        .min_class_size(64)
-        .max_class_size(64)
-        .thread_cache_depth(1)
-        .thread_cache_bytes(64)
-        .build()
-        .unwrap()
-}
-
-/// The main thread rents four blocks; a second thread drops the last pool handle while the main
-/// thread returns three of them (into its cache, the third one spilling a magazine to the depot,
-/// or freed if it sees the pool closed). After the join the main thread returns the fourth block,
-/// its first operation after the close: its cache of the closed pool goes then. At that point
-/// everything must be back: every block freed exactly once (`frees == fresh_allocations`, a
-/// double free would also be caught by loom's leak and access checks), nothing retained in a
-/// depot or a cache, no cache registered. A magazine stranded in the closed pool's depot would
-/// show as retained bytes here and as "Arc leaked" at the end of the execution (the stranded
-/// blocks keep the pool's shared state alive).
+/// The main thread rents four blocks of a `tiny_pool` (magazines of one block); a second thread
+/// drops the last pool handle while the main thread returns three of them (into its cache, the
+/// third one spilling a magazine to the depot, or freed if it sees the pool closed). After the
+/// join the main thread returns the fourth block, its first operation after the close: its cache
+/// of the closed pool goes then. At that point everything must be back: every block freed exactly
+/// once (`frees == fresh_allocations`; a double free would also fail loom's leak and access
+/// checks), nothing retained in a depot or a cache, no cache registered. A magazine stranded in
+/// the closed pool's depot would show as retained bytes here and as "Arc leaked" at the end of the
+/// execution (the stranded blocks keep the pool's shared state alive).
 fn close_while_returning() {
     let pool = tiny_pool();
     let monitor = Hold::new(pool.monitor());
