@@ -21,8 +21,11 @@
 #
 # Needs: the nightly toolchain pinned below (libFuzzer's -Zsanitizer flags; the same toolchain as
 # scripts/miri.sh) and cargo-fuzz, both installed here when missing.
-# Measured on the 2-core VM: cargo-fuzz install 30 s, first build of the target 65 s (AddressSanitizer,
-# release with debug assertions), then FUZZ_SECS per target at about 1,600 runs per second.
+# Inputs run up to 1 KiB (about 340 operations) from the start (-len_control=0): libFuzzer's
+# default grows the length limit too slowly for a 60 s run to reach long operation sequences.
+# Measured on the 2-core VM: cargo-fuzz install 27 s, first build of the target 25-65 s
+# (AddressSanitizer, release with debug assertions), then FUZZ_SECS per target (140-300 runs/s at
+# that length); the whole step 86 s in a clean clone with cargo-fuzz installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

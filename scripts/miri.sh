@@ -23,9 +23,11 @@
 #   second run, -Zmiri-tree-borrows. None of the tests waits on wall-clock time, so no watchdog
 #   variant is needed.
 #
-# The toolchain is pinned (miri is not built for every nightly): the script installs it with the
-# miri and rust-src components when missing. Measured on the 2-core VM with both models running
-# at once: toolchain install ~40 s, `cargo miri setup` 20 s, build 70 s, tests about 5 minutes.
+# The toolchain is pinned (miri is not built for every nightly; 2026-05-16 to -19 have none): the
+# script installs it with the miri and rust-src components when missing. Measured on the 2-core VM
+# (shared with other work), both models running at once: toolchain install 9 s, `cargo miri
+# setup` 20 s, build 40-50 s, tests 170-205 s; the whole step 205 s in a clean clone with the
+# toolchain already installed, so about 4 minutes from scratch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
