@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use packetpipe::pipe::{PipeOptions, PipeReader, PipeWriter};
+use packetpipe::Pool;
 
 /// Wakes a [`block_on`] through a loom `Notify`.
 struct NotifyWaker(loom::sync::Notify);
@@ -126,4 +127,17 @@ pub fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     }
     let waker = Waker::from(Arc::new(Nothing));
     future.poll(&mut Context::from_waker(&waker))
+}
+
+/// A pool with one 64-byte class and magazines of one block: a thread's second return in a row
+/// fills its spare magazine, the third moves a magazine to the depot, and a rent on an empty cache
+/// takes one from it. The pool models use it to reach the depot in few operations.
+pub fn tiny_pool() -> Pool {
+    Pool::builder()
+        .min_class_size(64)
+        .max_class_size(64)
+        .thread_cache_depth(1)
+        .thread_cache_bytes(64)
+        .build()
+        .unwrap()
 }

@@ -2,19 +2,8 @@
 //! The pool's depot exchange: rent on one thread, return on another.
 
 use loom::thread;
-use packetpipe::{PacketBuf, Pool};
-
-/// One 64-byte class, magazines of one block: every second return on a thread moves a magazine to
-/// the depot, and a rent on an empty cache takes one from it.
-fn tiny_pool() -> Pool {
-    Pool::builder()
-        .min_class_size(64)
-        .max_class_size(64)
-        .thread_cache_depth(1)
-        .thread_cache_bytes(64)
-        .build()
-        .unwrap()
-}
+use packetpipe::PacketBuf;
+use packetpipe_loom_tests::tiny_pool;
 
 fn address(buf: &mut PacketBuf) -> usize {
     buf.spare_mut().as_ptr() as usize

@@ -37,8 +37,33 @@ use stats::bump_shared;
 
 /// A handle to a buffer pool. Cloning shares the pool.
 ///
-/// Dropping the last handle empties the shared depot and stops caching; blocks still referenced by
+/// Dropping the last handle closes the pool: it frees the shared depot and the calling thread's
+/// cache at once, and stops caching. Every other thread that cached blocks of the pool frees them
+/// (and lets go of the pool's shared state) at its next rent or return on any pool, or when it
+/// exits; a [`PoolMonitor`] shows what is still held meanwhile. Blocks still referenced by
 /// packets stay valid and are freed when their last packet drops.
+///
+/// ```
+/// use packetpipe::Pool;
+///
+/// let pool = Pool::new();
+/// let monitor = pool.monitor();
+/// let packet = pool.copy_from_slice(b"outlives the pool").unwrap();
+/// std::thread::spawn({
+///     let pool = pool.clone();
+///     move || drop(pool.copy_from_slice(b"cached by this thread, freed when it exits"))
+/// })
+/// .join()
+/// .unwrap();
+/// drop(pool); // the last handle: the pool closes
+/// let stats = monitor.stats();
+/// assert!(stats.closed);
+/// assert_eq!((stats.outstanding, stats.retained_bytes), (1, 0)); // only the live packet
+/// drop(packet); // freed, not cached
+/// let stats = monitor.stats();
+/// assert_eq!(stats.outstanding, 0);
+/// assert_eq!(stats.frees, stats.fresh_allocations);
+/// ```
 #[derive(Clone)]
 pub struct Pool {
     handle: Arc<Handle>,
@@ -53,7 +78,9 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.close();
-        thread_cache::trim(&self.shared);
+        // This thread's cache goes now; other threads drop theirs at their next rent or return
+        // on any pool (their close notice is set, see `thread_cache`), or when they exit.
+        thread_cache::sweep_closed();
     }
 }
 
@@ -165,6 +192,14 @@ impl Pool {
         self.handle.shared.stats()
     }
 
+    /// A handle that reads this pool's statistics without keeping the pool open (see
+    /// [`PoolMonitor`]).
+    pub fn monitor(&self) -> PoolMonitor {
+        PoolMonitor {
+            shared: self.handle.shared.clone(),
+        }
+    }
+
     /// Free the blocks held in the shared depot and in the calling thread's cache; returns the
     /// payload bytes freed. Other threads' caches (bounded by the cache settings) are untouched:
     /// they are flushed to the depot when those threads exit.
@@ -186,6 +221,61 @@ impl Pool {
     pub fn class_size_for(&self, size: usize) -> Option<usize> {
         let config = &self.handle.shared.config;
         config.class_of(size).map(|class| config.class_size(class))
+    }
+}
+
+/// Reads a pool's statistics, before and after the pool closes, without keeping it open.
+///
+/// A metrics exporter or a test holds one to see what a pool still holds once its last [`Pool`]
+/// handle is gone: blocks in live packets (`outstanding`), blocks cached by threads that have not
+/// touched any pool since the close (`retained_bytes`, [`thread_caches`](Self::thread_caches)).
+/// It keeps only the pool's small shared bookkeeping alive, no block.
+///
+/// ```
+/// use packetpipe::Pool;
+///
+/// let pool = Pool::new();
+/// let monitor = pool.monitor();
+/// drop(pool.copy_from_slice(b"abc").unwrap());
+/// assert_eq!(monitor.stats().retained_bytes, 64); // cached by this thread
+/// drop(pool);
+/// let stats = monitor.stats();
+/// assert!(stats.closed);
+/// assert_eq!(stats.retained_bytes, 0); // this thread's cache was freed by the close
+/// assert_eq!(monitor.thread_caches(), 0);
+/// ```
+#[derive(Clone)]
+pub struct PoolMonitor {
+    shared: Arc<PoolShared>,
+}
+
+impl PoolMonitor {
+    /// A snapshot of the pool's counters (as [`Pool::stats`]).
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+
+    /// Live threads holding a cache for this pool. Each caches up to two magazines per class
+    /// (counted in `retained_bytes`) and keeps the pool's shared state alive; after the pool
+    /// closed, a thread drops its cache at its next rent or return on any pool, or when it exits.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let monitor = pool.monitor();
+    /// assert_eq!(monitor.thread_caches(), 0);
+    /// drop(pool.rent(10).unwrap());
+    /// assert_eq!(monitor.thread_caches(), 1); // this thread's
+    /// ```
+    pub fn thread_caches(&self) -> usize {
+        self.shared.thread_caches()
+    }
+}
+
+impl std::fmt::Debug for PoolMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolMonitor")
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 

@@ -49,6 +49,14 @@ struct Depot {
     magazines: Vec<FreeStack>,
 }
 
+/// A thread's flag telling it to drop its caches of closed pools (see `thread_cache`).
+pub(crate) type CloseNotice = Arc<AtomicBool>;
+
+struct SlotEntry {
+    slot: Arc<Slot>,
+    owner: CloseNotice,
+}
+
 pub(crate) struct PoolShared {
     pub(crate) config: Config,
     depots: Box<[CachePadded<Mutex<Depot>>]>,
@@ -56,7 +64,8 @@ pub(crate) struct PoolShared {
     depot_bytes: AtomicUsize,
     /// Set when the last `Pool` handle drops: returns are freed from then on, nothing is cached.
     closed: AtomicBool,
-    slots: Mutex<Vec<Arc<Slot>>>,
+    /// Statistics slots, each with the close notice of the thread that owns (or last owned) it.
+    slots: Mutex<Vec<SlotEntry>>,
     /// Counters for events with no thread slot at hand (unpooled blocks, thread-local teardown).
     pub(crate) shared_counts: StatsSlot,
 }
@@ -100,13 +109,22 @@ impl PoolShared {
         if magazine.is_empty() {
             return 0;
         }
+        // MUTANT close_check_unlocked (test-only, `--cfg packetpipe_mutant="close_check_unlocked"`):
+        // "closed" is read before the lock is taken, so `close` can set it and drain the depot in
+        // between, and the magazine is stranded in a closed pool's depot: its blocks are never
+        // freed (they keep the shared state alive, a leak). loom-tests/tests/pool_close.rs
+        // catches it.
+        #[cfg(packetpipe_mutant = "close_check_unlocked")]
+        let closed = self.is_closed();
         let mut depot = lock(&self.depots[class]);
         // Checked under the lock so `close`, which drains under the same lock, cannot miss it.
+        #[cfg(not(packetpipe_mutant = "close_check_unlocked"))]
+        let closed = self.is_closed();
         // The bound is checked and the bytes reserved in one atomic step: each class has its own
         // lock, so a separate load and add would let two classes pass the check together and
         // overrun the bound.
         let bound = self.config.max_retained_bytes;
-        let reserved = !self.is_closed()
+        let reserved = !closed
             && self
                 .depot_bytes
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
@@ -148,36 +166,69 @@ impl PoolShared {
         freed_bytes
     }
 
+    /// Mark the pool closed (the last `Pool` handle is gone), tell every thread that caches its
+    /// blocks, and free the depot.
+    ///
+    /// Blocks cached by other threads cannot be freed from here (thread caches take no lock, that
+    /// is their point): each such thread gets its close notice set and frees them at its next rent
+    /// or return on any pool (`thread_cache`). `closed` is set under the slots lock, which
+    /// `claim_slot` also holds while it checks it: a thread registering a cache at the same time
+    /// is either notified here or sees the pool closed there.
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        {
+            let slots = lock(&self.slots);
+            self.closed.store(true, Ordering::Release);
+            for entry in slots.iter() {
+                // A dead owner's notice is set too: harmless, its thread is gone.
+                entry.owner.store(true, Ordering::Release);
+            }
+        }
         self.drain_depots();
     }
 
-    /// A statistics slot for a new thread: a dead thread's slot if there is one, else a new one.
-    pub(crate) fn claim_slot(&self) -> Arc<Slot> {
+    /// A statistics slot for a new thread cache: a dead thread's slot if there is one, else a new
+    /// one. `owner` is the thread's close notice, set if the pool is (or gets) closed.
+    pub(crate) fn claim_slot(&self, owner: &CloseNotice) -> Arc<Slot> {
         let mut slots = lock(&self.slots);
-        for slot in slots.iter() {
-            if slot
+        if self.is_closed() {
+            owner.store(true, Ordering::Release);
+        }
+        for entry in slots.iter_mut() {
+            if entry
+                .slot
                 .in_use
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
-                return slot.clone();
+                entry.owner = owner.clone();
+                return entry.slot.clone();
             }
         }
         let slot = Arc::new(CachePadded(StatsSlot::default()));
         slot.in_use.store(true, Ordering::Relaxed);
-        slots.push(slot.clone());
+        slots.push(SlotEntry {
+            slot: slot.clone(),
+            owner: owner.clone(),
+        });
         slot
+    }
+
+    /// Live threads holding a cache for this pool.
+    pub(crate) fn thread_caches(&self) -> usize {
+        lock(&self.slots)
+            .iter()
+            .filter(|entry| entry.slot.in_use.load(Ordering::Relaxed))
+            .count()
     }
 
     pub(crate) fn stats(&self) -> PoolStats {
         let mut stats = PoolStats::default();
-        for slot in lock(&self.slots).iter() {
-            stats.add_slot(slot);
+        for entry in lock(&self.slots).iter() {
+            stats.add_slot(&entry.slot);
         }
         stats.add_slot(&self.shared_counts);
         stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
+        stats.closed = self.is_closed();
         stats.outstanding = stats.rents.saturating_sub(stats.returns);
         stats
     }

@@ -33,8 +33,13 @@ pub struct PoolStats {
     pub frees: u64,
     /// Blocks rented and not yet returned: `rents - returns`.
     pub outstanding: u64,
-    /// Payload bytes of free blocks held by the pool (shared depot plus thread caches).
+    /// Payload bytes of free blocks held by the pool (shared depot plus thread caches). After the
+    /// pool closed: bytes still cached by threads that have not rented or returned on any pool
+    /// since (they free them at their next pool operation or when they exit).
     pub retained_bytes: u64,
+    /// Whether the last [`Pool`](crate::Pool) handle was dropped (seen through a
+    /// [`PoolMonitor`](crate::pool::PoolMonitor)).
+    pub closed: bool,
 }
 
 /// One thread's counters. Only the owning thread writes them (a load and a store, no

@@ -4,14 +4,29 @@
 //! This is the magazine scheme of Bonwick's slab allocator: a thread rents from its `loaded`
 //! magazine and returns into it; when `loaded` runs empty (or full) it swaps with `spare` before
 //! touching the depot, so a thread bouncing around a boundary does not hit the lock every time.
+//!
+//! Closing. When the last `Pool` handle drops, the closing thread frees the depot and its own
+//! cache, but it cannot reach other threads' caches (they take no lock, that is the point of
+//! them). Instead it sets the *close notice* of every thread registered with the pool (one flag
+//! per thread, kept with the thread's statistics slot). Every rent and return on any pool loads
+//! this thread's own notice (`sweep_if_needed`: one load of a line no other thread writes until a
+//! pool closes) and, when it is set, drops this thread's caches of closed pools: their blocks are
+//! freed and their hold on the pool's shared state and statistics slot released. A thread that
+//! never touches a pool again keeps its cache until it exits; `PoolStats::retained_bytes` and
+//! `PoolMonitor::thread_caches` show it. Blocks of a closed pool returned later are freed at once,
+//! without registering a cache.
+//!
+//! Why a flag per thread and not one global "close epoch" word: the hot path then reads only
+//! memory its own thread owns (no line shared with every thread of the process), and a close
+//! disturbs only the threads that cached the closing pool.
 
 use std::cell::RefCell;
 
-use super::shared::PoolShared;
+use super::shared::{CloseNotice, PoolShared};
 use super::stats::{bump, bump_shared, Slot};
 use crate::block::{FreeBlock, FreeStack};
 use crate::error::Error;
-use crate::sync::atomic::Ordering;
+use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
 
 struct Magazines {
@@ -29,7 +44,7 @@ struct ThreadCache {
 }
 
 impl ThreadCache {
-    fn new(pool: Arc<PoolShared>) -> ThreadCache {
+    fn new(pool: Arc<PoolShared>, notice: &CloseNotice) -> ThreadCache {
         let config = pool.config;
         let classes = (0..config.classes())
             .map(|class| Magazines {
@@ -38,7 +53,7 @@ impl ThreadCache {
                 capacity: config.magazine_len(class),
             })
             .collect();
-        let slot = pool.claim_slot();
+        let slot = pool.claim_slot(notice);
         ThreadCache {
             pool,
             slot,
@@ -86,10 +101,9 @@ impl ThreadCache {
     #[inline]
     fn recycle(&mut self, mut block: FreeBlock) {
         bump(&self.slot.returns, 1);
-        if self.pool.is_closed() {
-            bump(&self.slot.frees, 1);
-            return; // dropping the block frees it
-        }
+        // No check of the pool's `closed` flag here: the sweep at the start of this operation
+        // dropped the caches of pools closed before it, and a pool closing since is seen by the
+        // next operation's sweep (or this thread's exit), which frees this block with the cache.
         if self.pool.config.clear_on_return {
             block.zero_payload();
         }
@@ -139,28 +153,79 @@ impl ThreadCache {
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
-        self.flush();
+        if self.pool.is_closed() {
+            // The depot would free them anyway (taking its lock once per magazine): free here.
+            self.trim();
+        } else {
+            self.flush();
+        }
         // Hand the slot to the next thread; its counts stay in the totals.
         self.slot.in_use.store(false, Ordering::Release);
     }
 }
 
 /// This thread's caches, one per pool it has used (usually one or two, so a linear scan).
-#[derive(Default)]
 struct ThreadCaches {
     caches: Vec<ThreadCache>,
+    /// Set by a pool closing while this thread has a cache for it.
+    notice: NoticeField,
+}
+
+#[cfg(not(packetpipe_loom))]
+type NoticeField = CloseNotice;
+
+/// Loom builds leak the notice of a thread unwinding from a failed model (see `Drop` below).
+#[cfg(packetpipe_loom)]
+type NoticeField = std::mem::ManuallyDrop<CloseNotice>;
+
+impl Default for ThreadCaches {
+    fn default() -> ThreadCaches {
+        let notice = Arc::new(AtomicBool::new(false));
+        #[cfg(packetpipe_loom)]
+        let notice = std::mem::ManuallyDrop::new(notice);
+        ThreadCaches {
+            caches: Vec::new(),
+            notice,
+        }
+    }
 }
 
 impl ThreadCaches {
+    /// Drop the caches of pools closed since the last sweep, if a closing pool said so.
     #[inline]
-    fn get(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
+    fn sweep_if_needed(&mut self) {
+        // Relaxed: a stale `false` only delays the sweep to a later operation; the swap in
+        // `sweep` is what synchronizes with the closer.
+        if self.notice.load(Ordering::Relaxed) {
+            self.sweep();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sweep(&mut self) {
+        // Acquire pairs with the closer's Release store, made after it set `closed`: every pool
+        // that set the notice is seen closed below. A pool closing after this swap sets it again.
+        if self.notice.swap(false, Ordering::Acquire) {
+            // Dropping a closed pool's cache frees its blocks, its slot and its shared state.
+            self.caches.retain(|c| !c.pool.is_closed());
+        }
+    }
+
+    #[inline]
+    fn find(&mut self, pool: &Arc<PoolShared>) -> Option<&mut ThreadCache> {
+        self.caches.iter_mut().find(|c| Arc::ptr_eq(&c.pool, pool))
+    }
+
+    /// This thread's cache for `pool`, registered if there is none (the slow path: the pool must
+    /// be open, or the cache would only hold blocks nobody can rent).
+    #[inline]
+    fn get_or_register(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
         let index = match self.caches.iter().position(|c| Arc::ptr_eq(&c.pool, pool)) {
             Some(index) => index,
             None => {
-                // Registration is the slow path: drop caches of pools closed since (this frees
-                // their blocks and their hold on the pool's shared state).
-                self.caches.retain(|c| !c.pool.is_closed());
-                self.caches.push(ThreadCache::new(pool.clone()));
+                let cache = ThreadCache::new(pool.clone(), &self.notice);
+                self.caches.push(cache);
                 self.caches.len() - 1
             }
         };
@@ -171,12 +236,16 @@ impl ThreadCaches {
 /// Loom builds only: when a model fails, loom drops its threads' locals while unwinding, outside
 /// the model, where touching a loom atomic panics again and aborts the whole test process (so a
 /// failing model, or a mutant's `should_panic` test, would abort instead of failing). Leak the
-/// caches in that case; a normal thread exit drops them inside the model as usual.
+/// caches and the close notice in that case; a normal thread exit drops them inside the model as
+/// usual.
 #[cfg(packetpipe_loom)]
 impl Drop for ThreadCaches {
     fn drop(&mut self) {
         if std::thread::panicking() {
             std::mem::forget(std::mem::take(&mut self.caches));
+        } else {
+            // SAFETY: `notice` is dropped only here, once, as the whole value is being dropped.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.notice) };
         }
     }
 }
@@ -185,16 +254,17 @@ thread_local! {
     static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::default());
 }
 
-/// Run `f` on this thread's cache for `pool`; `None` if thread-local storage is being torn down
-/// or already borrowed (a drop running inside the cache code).
+/// Run `f` on this thread's caches after a sweep; `None` if thread-local storage is being torn
+/// down or already borrowed (a drop running inside the cache code).
 #[inline]
-fn with_cache<R>(pool: &Arc<PoolShared>, f: impl FnOnce(&mut ThreadCache) -> R) -> Option<R> {
+fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> R) -> Option<R> {
     let mut f = Some(f);
     CACHES
         .try_with(|caches| {
             let mut caches = caches.try_borrow_mut().ok()?;
             let f = f.take()?;
-            Some(f(caches.get(pool)))
+            caches.sweep_if_needed();
+            Some(f(&mut caches))
         })
         .ok()
         .flatten()
@@ -203,7 +273,7 @@ fn with_cache<R>(pool: &Arc<PoolShared>, f: impl FnOnce(&mut ThreadCache) -> R) 
 /// Rent a free block of `class` from this thread's cache, the depot, or the system.
 #[inline]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    if let Some(result) = with_cache(pool, |cache| cache.rent(class)) {
+    if let Some(result) = with_caches(|caches| caches.get_or_register(pool).rent(class)) {
         return result;
     }
     // No thread cache: go to the depot directly.
@@ -229,14 +299,18 @@ pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Er
 #[inline]
 pub(crate) fn recycle(block: FreeBlock) {
     let mut pending = Some(block);
-    let _ = CACHES.try_with(|caches| {
-        let Ok(mut caches) = caches.try_borrow_mut() else {
-            return;
-        };
+    with_caches(|caches| {
         let Some(block) = pending.take() else { return };
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
-        let cache = caches.get(block.pool().expect("pooled blocks belong to a pool"));
-        cache.recycle(block);
+        let pool = block.pool().expect("pooled blocks belong to a pool");
+        if let Some(cache) = caches.find(pool) {
+            cache.recycle(block);
+        } else if pool.is_closed() {
+            // A closed pool caches nothing: free the block without registering a cache.
+            free_closed(block);
+        } else {
+            caches.get_or_register(pool).recycle(block);
+        }
     });
     if let Some(mut block) = pending {
         // No thread cache: keep the pool alive independently of the block, which may be freed.
@@ -254,7 +328,22 @@ pub(crate) fn recycle(block: FreeBlock) {
     }
 }
 
-/// Free this thread's cached blocks of `pool`.
+/// Free a block of a closed pool that this thread has no cache for.
+#[cold]
+fn free_closed(block: FreeBlock) {
+    let pool = block.pool().expect("pooled blocks belong to a pool");
+    bump_shared(&pool.shared_counts.returns, 1);
+    bump_shared(&pool.shared_counts.frees, 1);
+    drop(block);
+}
+
+/// Free this thread's cached blocks of `pool` (registering no cache); returns the bytes freed.
 pub(crate) fn trim(pool: &Arc<PoolShared>) -> usize {
-    with_cache(pool, ThreadCache::trim).unwrap_or(0)
+    with_caches(|caches| caches.find(pool).map_or(0, ThreadCache::trim)).unwrap_or(0)
+}
+
+/// Drop this thread's caches of closed pools now (the closing thread calls this so its own cache
+/// goes at once, without waiting for its next pool operation). Registers nothing.
+pub(crate) fn sweep_closed() {
+    with_caches(ThreadCaches::sweep);
 }

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Run every cargo-fuzz target in fuzz/ for a bounded time, starting from the committed seed corpus.
+#
+#   scripts/fuzz.sh                   # each target for FUZZ_SECS (default 60) seconds
+#   FUZZ_SECS=600 scripts/fuzz.sh     # longer
+#   scripts/fuzz.sh pipe_ops          # only targets whose name contains "pipe_ops"
+#
+# Targets (fuzz/fuzz_targets/*.rs):
+# - pipe_ops: random operation sequences on a pipe's writer and reader (writes, buffer_mut +
+#   advance including past the handed-out space, appends, flushes polled once or dropped, reads in
+#   every form, advance_to with valid and invalid positions, take_frame, consume_all, cancels,
+#   completion with and without an error, dropping either end) checked against a byte model; the
+#   decoder and checker are fuzz/src/pipe_ops.rs.
+#
+# The committed corpus (fuzz/corpus/<target>/) is only read: new inputs libFuzzer finds go to a
+# scratch copy under target/fuzz-work/, so a run never dirties the tree. A crash (a failed check or
+# a sanitizer report) fails the script; the input is copied to fuzz/regressions/<target>/ and
+# printed in hex, so it can be committed from a CI log too. `cargo test` (tests/fuzz_replay.rs)
+# replays every file of fuzz/corpus/ and fuzz/regressions/ through the same checker without
+# libFuzzer, so a committed crash input stays a regression test.
+#
+# Needs: the nightly toolchain pinned below (libFuzzer's -Zsanitizer flags; the same toolchain as
+# scripts/miri.sh) and cargo-fuzz, both installed here when missing.
+# Inputs run up to 1 KiB (about 340 operations) from the start (-len_control=0): libFuzzer's
+# default grows the length limit too slowly for a 60 s run to reach long operation sequences.
+# Measured on the 2-core VM: cargo-fuzz install 27 s, first build of the target 25-65 s
+# (AddressSanitizer, release with debug assertions), then FUZZ_SECS per target (140-300 runs/s at
+# that length); the whole step 86 s in a clean clone with cargo-fuzz installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+toolchain="${FUZZ_TOOLCHAIN:-nightly-2026-05-15}"
+secs="${FUZZ_SECS:-60}"
+filter="${1:-}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+start=$SECONDS
+if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1; then
+    rustup toolchain install "$toolchain" --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+cargo fuzz --version
+echo "--- tools ready in $((SECONDS - start)) s"
+
+failed=()
+for file in fuzz/fuzz_targets/*.rs; do
+    target="$(basename "$file" .rs)"
+    if [[ -n "$filter" && "$target" != *"$filter"* ]]; then
+        continue
+    fi
+    t0=$SECONDS
+    work="target/fuzz-work/$target"
+    artifacts="$work/artifacts/"
+    rm -rf "$work"
+    mkdir -p "$work/corpus" "$artifacts" "fuzz/regressions/$target"
+    echo "=== fuzz $target for $secs s (seed corpus: $(ls "fuzz/corpus/$target" | wc -l) files)"
+    (cd fuzz && cargo "+$toolchain" fuzz build "$target")
+    echo "--- built in $((SECONDS - t0)) s"
+    # First directory: where libFuzzer writes new inputs; the committed corpus is read only.
+    if (cd fuzz && cargo "+$toolchain" fuzz run "$target" "../$work/corpus" "corpus/$target" -- \
+        -max_total_time="$secs" -max_len=1024 -len_control=0 -print_final_stats=1 \
+        -artifact_prefix="../$artifacts") >"$work/log" 2>&1; then
+        grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units)" "$work/log" || true
+        echo "=== $target: no crash in $secs s ($((SECONDS - t0)) s in all)"
+    else
+        tail -n 60 "$work/log"
+        for crash in "$artifacts"*; do
+            [[ -f "$crash" ]] || continue
+            name="$(basename "$crash")"
+            cp "$crash" "fuzz/regressions/$target/$name"
+            echo "=== $target FAILED: input $crash, copied to fuzz/regressions/$target/$name"
+            echo "    (commit it: tests/fuzz_replay.rs replays it in cargo test); hex:"
+            od -An -tx1 -v "$crash" | sed 's/^/    /'
+        done
+        failed+=("$target")
+    fi
+done
+
+echo "=== fuzz: $((SECONDS - start)) s"
+if ((${#failed[@]})); then
+    echo "fuzz targets that failed: ${failed[*]}"
+    exit 1
+fi

@@ -1,0 +1,86 @@
+//! The fuzz targets' inputs, replayed without libFuzzer so they run in `cargo test`:
+//!
+//! - every file under `fuzz/corpus/<target>/` (the committed seed corpus) and
+//!   `fuzz/regressions/<target>/` (inputs that once failed: `scripts/fuzz.sh` copies each crash
+//!   there, and it stays as a regression test once fixed);
+//! - `FUZZ_REPLAY_RANDOM` pseudo-random inputs per target (default 300, fixed seed), so the
+//!   checker itself runs on more than the seeds in every `cargo test`.
+//!
+//! The checking code is the fuzz target's own (`fuzz/src/pipe_ops.rs`), included by path: one
+//! decoder, one model, two drivers, and nothing added to the library's API.
+
+use std::path::{Path, PathBuf};
+
+#[path = "../fuzz/src/pipe_ops.rs"]
+mod pipe_ops;
+
+/// Every input file of `target` in the corpus and regression directories.
+fn inputs(target: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let mut files = Vec::new();
+    for dir in ["corpus", "regressions"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("directory entry").path();
+            if path.is_file() && path.file_name().is_some_and(|n| n != ".gitkeep") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Run `check` on `data`, naming the input if it fails.
+fn replay(name: &str, data: &[u8], check: fn(&[u8])) {
+    if let Err(panic) = std::panic::catch_unwind(|| check(data)) {
+        eprintln!("fuzz replay: input {name} failed");
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn random_inputs() -> usize {
+    std::env::var("FUZZ_REPLAY_RANDOM")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if cfg!(miri) { 2 } else { 300 })
+}
+
+/// Deterministic pseudo-random inputs (xorshift64*), 2 to 600 bytes each.
+fn random_input(seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let len = 2 + (next() % 599) as usize;
+    (0..len).map(|_| (next() >> 56) as u8).collect()
+}
+
+#[test]
+fn pipe_ops_corpus_and_regressions_pass() {
+    let files = inputs("pipe_ops");
+    assert!(
+        !files.is_empty(),
+        "no committed inputs found under fuzz/corpus/pipe_ops"
+    );
+    for path in files {
+        let data = std::fs::read(&path).expect("read input");
+        replay(&path.display().to_string(), &data, pipe_ops::run);
+    }
+}
+
+#[test]
+fn pipe_ops_random_inputs_pass() {
+    for seed in 0..random_inputs() as u64 {
+        replay(
+            &format!("random seed {seed}"),
+            &random_input(seed),
+            pipe_ops::run,
+        );
+    }
+}
