@@ -406,6 +406,22 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
 
 const ROUND_TRIPS: usize = 10_000;
 const PING_PONG_WARM_UP: usize = 1_000;
+
+/// Fill `pool`'s shared depot with `blocks` free 4 KiB blocks (the class the 64-byte messages'
+/// `buffer_mut` rents: the pipe's minimum segment size).
+///
+/// Why: in a request/response exchange each side's reader, about to wait, sends the other side's
+/// parked write buffer home, so blocks flow both ways between the two threads' caches, and how many
+/// go which way drifts with the timing. A thread cache holds up to two magazines (64 blocks) before
+/// it spills one to the depot, so a thread that runs dry while the other holds fewer than that
+/// allocates a fresh block, until enough blocks circulate; that takes tens of thousands of round
+/// trips to happen by chance. Prefilled with more than two full caches' worth, the depot always has
+/// a magazine for the thread that runs dry: the steady state a long-running server reaches, from
+/// the first round trip.
+fn warm_pool_for_ping_pong(pool: &Pool, blocks: usize) {
+    let rented: Vec<_> = (0..blocks).map(|_| pool.rent(4096).unwrap()).collect();
+    drop(rented); // this thread keeps two magazines; the rest go to the depot
+}
 const REQUEST: usize = 64;
 const RESPONSE: usize = 64;
 
@@ -429,6 +445,7 @@ fn send(writer: &mut PipeWriter, len: usize, tag: u8) {
 #[test]
 fn request_response_ping_pong_across_threads_allocates_nothing() {
     let pool = Pool::new();
+    warm_pool_for_ping_pong(&pool, 320);
     let options = PipeOptions::new().pool(pool.clone());
     let (mut request_writer, mut request_reader) = pipe_with(options.clone());
     let (mut response_writer, mut response_reader) = pipe_with(options);
@@ -514,6 +531,7 @@ fn ping_pong_reads_really_wait_and_waiting_allocates_nothing() {
     }
 
     let pool = Pool::new();
+    warm_pool_for_ping_pong(&pool, 320);
     let options = PipeOptions::new().pool(pool.clone());
     let (mut request_writer, mut request_reader) = pipe_with(options.clone());
     let (mut response_writer, mut response_reader) = pipe_with(options);
