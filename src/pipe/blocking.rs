@@ -1,41 +1,116 @@
 //! Drive a pipe future to completion on the calling thread, for thread-based users.
+//!
+//! Waiting spins briefly, then yields, then parks, the habit of crossbeam's `Backoff`: a wait that
+//! the other thread ends within a few microseconds (the next flush of a streaming writer, the
+//! reader catching up under backpressure) costs no futex sleep and no context switch, and a long
+//! wait still sleeps. The waker sets a flag before it unparks, so the spinning thread sees the wake
+//! without any syscall (`unpark` of a thread that is not parked is an atomic swap).
+//!
+//! Adaptive: each thread keeps a spin budget (in steps of the backoff) that grows when spinning
+//! ended a wait and shrinks when the wait went on to park, so a thread whose waits are long (an idle
+//! connection, a slow peer) stops burning CPU on them.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::sync::{thread, thread_local};
 
-/// Wakes a parked thread.
-struct Unparker(thread::Thread);
+/// Wakes a waiting thread: the flag for a thread that spins, the unpark for one that sleeps.
+struct Unparker {
+    thread: thread::Thread,
+    notified: AtomicBool,
+}
 
 impl Wake for Unparker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        self.notified.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
-thread_local! {
-    // One waker per thread, made on first use: blocking calls allocate nothing afterwards.
-    static THREAD_WAKER: Waker = Waker::from(Arc::new(Unparker(thread::current())));
+/// One thread's waker and its adaptive spin budget.
+struct ThreadWaiter {
+    unparker: Arc<Unparker>,
+    waker: Waker,
+    /// Backoff steps spent spinning and yielding before parking: `MIN_STEPS..=MAX_STEPS`.
+    budget: std::cell::Cell<u32>,
 }
 
-/// Poll `future` on this thread, parking between polls until its waker is woken.
+/// Steps that spin: step `s` spins `2^s` times (1 + 2 + ... + 64 = 127 spin-loop hints, a few
+/// microseconds in all).
+const SPIN_STEPS: u32 = 7;
+/// The budget never drops below this: even a thread that usually parks spins a little.
+const MIN_STEPS: u32 = 2;
+/// Spin steps, then up to 3 `yield_now`s.
+const MAX_STEPS: u32 = SPIN_STEPS + 3;
+
+thread_local! {
+    // Made on first use: blocking calls allocate nothing afterwards.
+    static WAITER: ThreadWaiter = {
+        let unparker = Arc::new(Unparker {
+            thread: thread::current(),
+            notified: AtomicBool::new(false),
+        });
+        ThreadWaiter {
+            waker: Waker::from(unparker.clone()),
+            unparker,
+            budget: std::cell::Cell::new(MAX_STEPS),
+        }
+    };
+}
+
+impl ThreadWaiter {
+    /// Wait until woken: spin and yield within the budget, then park. A spurious return only
+    /// costs another poll.
+    fn wait(&self) {
+        // Loom explores park/unpark itself; spinning would only multiply its interleavings.
+        if cfg!(packetpipe_loom) {
+            thread::park();
+            return;
+        }
+        let budget = self.budget.get();
+        for step in 0..budget {
+            if self.unparker.notified.load(Ordering::Acquire) {
+                // Woken while spinning: spin a little longer next time, up to the maximum.
+                self.budget.set((budget + 1).min(MAX_STEPS));
+                return;
+            }
+            if step < SPIN_STEPS {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+            } else {
+                thread::yield_now();
+            }
+        }
+        // The wait outlasted the budget: spend less on the next one, and sleep.
+        self.budget.set((budget - 1).max(MIN_STEPS));
+        if !self.unparker.notified.load(Ordering::Acquire) {
+            thread::park();
+        }
+    }
+}
+
+/// Poll `future` on this thread, waiting (spin, yield, park) between polls until its waker is
+/// woken.
 #[inline]
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
-    THREAD_WAKER.with(|waker| {
-        let mut cx = Context::from_waker(waker);
+    WAITER.with(|waiter| {
+        let mut cx = Context::from_waker(&waiter.waker);
         loop {
+            // Cleared before the poll: a wake that comes during or after it is seen by `wait`.
+            waiter.unparker.notified.store(false, Ordering::Relaxed);
             if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
                 return output;
             }
-            // A spurious unpark only costs another poll.
-            thread::park();
+            waiter.wait();
         }
     })
 }
