@@ -17,321 +17,21 @@
 //!
 //! Cases per property: `PROPTEST_CASES`, or 1000.
 
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+#[path = "../fuzz/src/frame_decoders.rs"]
+mod frame_decoders;
 
 use bytes::BytesMut;
-use futures::StreamExt;
-use packetpipe::frame::{Delimited, FrameError, FrameWriter, Frames, LengthDelimited, Lines};
+use frame_decoders::*;
+use packetpipe::frame::{Delimited, FrameWriter, Lines};
 use packetpipe::pipe::{pipe_with, PipeOptions};
 use proptest::prelude::*;
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio_util::codec::{
-    AnyDelimiterCodec, AnyDelimiterCodecError, Decoder as _, Encoder as _, FramedRead,
-    LengthDelimitedCodec, LinesCodec, LinesCodecError,
-};
+use tokio_util::codec::{Decoder as _, Encoder as _, LinesCodec};
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000)
-}
-
-/// One thing a stream yielded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Frame(Vec<u8>),
-    /// A length field above the maximum.
-    TooBig,
-    /// A length field that overflows with the adjustment.
-    Overflow,
-    /// The stream ended inside a frame.
-    Remaining,
-    /// No delimiter within the maximum length.
-    TooLong,
-    /// A line that is not UTF-8.
-    Utf8,
-}
-
-fn ours(err: &FrameError) -> Outcome {
-    match err {
-        FrameError::FrameTooLong { .. } => Outcome::TooBig,
-        FrameError::LengthOverflow { .. } => Outcome::Overflow,
-        FrameError::BytesRemaining { .. } => Outcome::Remaining,
-        FrameError::DelimiterNotFound { .. } => Outcome::TooLong,
-        FrameError::InvalidUtf8 { .. } => Outcome::Utf8,
-        other => panic!("unexpected error {other:?}"),
-    }
-}
-
-fn tokio_io(err: &std::io::Error) -> Outcome {
-    if err
-        .get_ref()
-        .is_some_and(|e| e.to_string() == "frame size too big")
-    {
-        Outcome::TooBig
-    } else if err.to_string() == "provided length would overflow after adjustment" {
-        Outcome::Overflow
-    } else if err.to_string() == "bytes remaining on stream" {
-        Outcome::Remaining
-    } else if err.to_string() == "Unable to decode input as UTF8" {
-        Outcome::Utf8
-    } else {
-        panic!("unexpected tokio-util error {err:?}")
-    }
-}
-
-/// An `AsyncRead` that hands out the segments one read at a time, then EOF.
-struct Segmented {
-    segments: Vec<Vec<u8>>,
-    next: usize,
-    offset: usize,
-}
-
-impl AsyncRead for Segmented {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        if let Some(segment) = this.segments.get(this.next) {
-            let n = buf.remaining().min(segment.len() - this.offset);
-            buf.put_slice(&segment[this.offset..this.offset + n]);
-            this.offset += n;
-            if this.offset == segment.len() {
-                this.next += 1;
-                this.offset = 0;
-            }
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-struct Noop;
-impl Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-
-/// Cut `bytes` into segments of the given sizes (cycled), each at least 1 byte.
-fn segments(bytes: &[u8], sizes: &[usize]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut rest = bytes;
-    let mut i = 0;
-    while !rest.is_empty() {
-        let n = sizes[i % sizes.len()].clamp(1, rest.len());
-        out.push(rest[..n].to_vec());
-        rest = &rest[n..];
-        i += 1;
-    }
-    out
-}
-
-/// A decoded frame's bytes.
-trait FrameBytes {
-    fn bytes(&self) -> Vec<u8>;
-}
-
-impl FrameBytes for packetpipe::Packet {
-    fn bytes(&self) -> Vec<u8> {
-        self.to_vec()
-    }
-}
-
-impl FrameBytes for packetpipe::PacketChain {
-    fn bytes(&self) -> Vec<u8> {
-        self.to_vec()
-    }
-}
-
-impl FrameBytes for packetpipe::frame::Line {
-    fn bytes(&self) -> Vec<u8> {
-        self.as_bytes().to_vec()
-    }
-}
-
-/// Up to this many errors are followed by a resumption.
-const MAX_RESUMES: usize = 64;
-
-/// Outcomes compared at most: with `num_skip(0)` a frame of length 0 consumes nothing, and both
-/// implementations yield it forever (tokio-util's behaviour, kept); the prefixes are compared.
-const MAX_OUTCOMES: usize = 2000;
-
-/// tokio-util's outcomes: poll until `None`; after an error's `None`, poll on if `resume`.
-fn run_tokio<D>(
-    segments: Vec<Vec<u8>>,
-    codec: D,
-    resume: bool,
-    map: impl Fn(D::Error) -> Outcome,
-) -> Vec<Outcome>
-where
-    D: tokio_util::codec::Decoder,
-    D::Item: AsRef<[u8]>,
-{
-    let reader = Segmented {
-        segments,
-        next: 0,
-        offset: 0,
-    };
-    let mut framed = FramedRead::new(reader, codec);
-    let mut out = Vec::new();
-    let mut errors = 0;
-    futures::executor::block_on(async {
-        while out.len() < MAX_OUTCOMES {
-            match framed.next().await {
-                Some(Ok(frame)) => out.push(Outcome::Frame(frame.as_ref().to_vec())),
-                Some(Err(e)) => {
-                    out.push(map(e));
-                    errors += 1;
-                }
-                None => {
-                    let after_error =
-                        matches!(out.last(), Some(o) if !matches!(o, Outcome::Frame(_)));
-                    if !(resume && after_error && errors <= MAX_RESUMES) {
-                        break;
-                    }
-                    // A bare `None` right after an error: FramedRead goes on when polled again.
-                    if let Some(item) = framed.next().await {
-                        match item {
-                            Ok(frame) => out.push(Outcome::Frame(frame.as_ref().to_vec())),
-                            Err(e) => {
-                                out.push(map(e));
-                                errors += 1;
-                            }
-                        }
-                    } else {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    out
-}
-
-/// Our outcomes: each segment appended and flushed, then the stream polled until it waits; then
-/// the writer completes and the stream is polled to its end. After an error's `None`, `resume`, as
-/// `FramedRead` does when polled again: it reads first (the next segment, or the end) and then
-/// decodes, so the next segment is fed (or the writer completed) before resuming.
-fn run_ours<D>(segments: Vec<Vec<u8>>, decoder: D, resume: bool) -> Vec<Outcome>
-where
-    D: packetpipe::frame::Decoder<Error = FrameError>,
-    D::Item: FrameBytes,
-{
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
-    let mut frames = Frames::new(reader, decoder);
-    let waker = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&waker);
-    let mut out = Vec::new();
-    let mut errors = 0;
-    let mut segments = segments.into_iter();
-    let mut completed = false;
-    let mut resuming = false;
-    loop {
-        match segments.next() {
-            Some(segment) => {
-                writer.append(segment).unwrap();
-                writer.flush_blocking().unwrap();
-            }
-            None if !completed => {
-                writer.complete();
-                completed = true;
-            }
-            None => {}
-        }
-        if std::mem::take(&mut resuming) && !frames.resume() {
-            break;
-        }
-        loop {
-            if out.len() >= MAX_OUTCOMES {
-                return out;
-            }
-            match frames.poll_next_unpin(&mut cx) {
-                Poll::Pending => {
-                    assert!(!completed, "waiting after the writer completed");
-                    break;
-                }
-                Poll::Ready(Some(Ok(frame))) => out.push(Outcome::Frame(frame.bytes())),
-                Poll::Ready(Some(Err(e))) => {
-                    out.push(ours(&e));
-                    errors += 1;
-                }
-                Poll::Ready(None) => {
-                    let after_error =
-                        matches!(out.last(), Some(o) if !matches!(o, Outcome::Frame(_)));
-                    if !(resume && after_error && errors <= MAX_RESUMES) {
-                        return out;
-                    }
-                    resuming = true;
-                    break;
-                }
-            }
-        }
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------------------------
-// LengthDelimited
-
-#[derive(Debug, Clone)]
-struct Config {
-    field_len: usize,
-    offset: usize,
-    adjustment: isize,
-    num_skip: Option<usize>,
-    big_endian: bool,
-    max: Option<usize>,
-}
-
-/// Apply a `Config` to a builder of either crate (their builder methods have the same names).
-macro_rules! configure {
-    ($config:expr, $builder:expr) => {{
-        let config = $config;
-        let mut b = $builder;
-        b.length_field_length(config.field_len)
-            .length_field_offset(config.offset)
-            .length_adjustment(config.adjustment);
-        if let Some(n) = config.num_skip {
-            b.num_skip(n);
-        }
-        if !config.big_endian {
-            b.little_endian();
-        }
-        if let Some(max) = config.max {
-            b.max_frame_length(max);
-        }
-        b.new_codec()
-    }};
-}
-
-impl Config {
-    fn tokio(&self) -> LengthDelimitedCodec {
-        configure!(self, LengthDelimitedCodec::builder())
-    }
-
-    fn ours(&self) -> LengthDelimited {
-        configure!(self, LengthDelimited::builder())
-    }
-
-    fn head_len(&self) -> usize {
-        (self.offset + self.field_len).max(self.num_skip.unwrap_or(0))
-    }
-
-    fn num_skip(&self) -> usize {
-        self.num_skip.unwrap_or(self.offset + self.field_len)
-    }
-
-    fn field(&self, value: u64) -> Vec<u8> {
-        let n = self.field_len;
-        if self.big_endian {
-            value.to_be_bytes()[8 - n..].to_vec()
-        } else {
-            value.to_le_bytes()[..n].to_vec()
-        }
-    }
 }
 
 fn config() -> impl Strategy<Value = Config> {
@@ -410,18 +110,6 @@ fn segment_sizes() -> impl Strategy<Value = Vec<usize>> {
     )
 }
 
-/// tokio-util ends silently where the stream stops right after a complete header of a non-empty
-/// frame (it has consumed the header); ours reports the header bytes as remaining. The one
-/// deliberate difference (documented on `LengthDelimited`).
-fn normalize_header_only_end(config: &Config, ours: &mut Vec<Outcome>, bytes_left: Option<usize>) {
-    if ours.last() == Some(&Outcome::Remaining)
-        && bytes_left == Some(config.num_skip())
-        && config.num_skip() == config.head_len()
-    {
-        ours.pop();
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
@@ -433,19 +121,7 @@ proptest! {
         sizes in segment_sizes(),
     ) {
         let bytes = stream(&config, &pieces, truncate);
-        let expected = run_tokio(segments(&bytes, &sizes), config.tokio(), false, |e| tokio_io(&e));
-        let mut got = run_ours(segments(&bytes, &sizes), config.ours(), false);
-        // Bytes left for the header-only case: what the frames before did not consume.
-        let consumed: usize = got.iter().map(|o| match o {
-            Outcome::Frame(f) => f.len() + config.num_skip(),
-            _ => 0,
-        }).sum();
-        normalize_header_only_end(&config, &mut got, bytes.len().checked_sub(consumed));
-        prop_assert_eq!(&got, &expected, "config {:?}, {} bytes", config, bytes.len());
-        // The same frames as chains.
-        let mut chains = run_ours(segments(&bytes, &sizes), config.ours().into_chains(), false);
-        normalize_header_only_end(&config, &mut chains, bytes.len().checked_sub(consumed));
-        prop_assert_eq!(chains, expected, "chains, config {:?}", config);
+        check_length_delimited(&config, &bytes, &sizes);
     }
 
     #[test]
@@ -497,20 +173,6 @@ fn text() -> impl Strategy<Value = Vec<u8>> {
     .prop_map(|pieces| pieces.concat())
 }
 
-fn lines_error(e: LinesCodecError) -> Outcome {
-    match e {
-        LinesCodecError::MaxLineLengthExceeded => Outcome::TooLong,
-        LinesCodecError::Io(e) => tokio_io(&e),
-    }
-}
-
-fn any_delimiter_error(e: AnyDelimiterCodecError) -> Outcome {
-    match e {
-        AnyDelimiterCodecError::MaxChunkLengthExceeded => Outcome::TooLong,
-        AnyDelimiterCodecError::Io(e) => tokio_io(&e),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
@@ -520,13 +182,7 @@ proptest! {
         max in prop::option::weighted(0.6, 0usize..24),
         sizes in segment_sizes(),
     ) {
-        let (codec, lines) = match max {
-            Some(max) => (LinesCodec::new_with_max_length(max), Lines::with_max_length(max)),
-            None => (LinesCodec::new(), Lines::new()),
-        };
-        let expected = run_tokio(segments(&text, &sizes), codec, true, lines_error);
-        let got = run_ours(segments(&text, &sizes), lines, true);
-        prop_assert_eq!(got, expected, "max {:?}", max);
+        check_lines(&text, max, &sizes);
     }
 
     #[test]
@@ -535,11 +191,7 @@ proptest! {
         max in prop::option::weighted(0.6, 0usize..24),
         sizes in segment_sizes(),
     ) {
-        let max = max.unwrap_or(usize::MAX);
-        let codec = AnyDelimiterCodec::new_with_max_length(b",".to_vec(), b",".to_vec(), max);
-        let expected = run_tokio(segments(&text, &sizes), codec, true, any_delimiter_error);
-        let got = run_ours(segments(&text, &sizes), Delimited::new(b",", max), true);
-        prop_assert_eq!(got, expected, "max {:?}", max);
+        check_delimited(&text, max, &sizes);
     }
 }
 

@@ -6,13 +6,17 @@
 //! - `FUZZ_REPLAY_RANDOM` pseudo-random inputs per target (default 300, fixed seed), so the
 //!   checker itself runs on more than the seeds in every `cargo test`.
 //!
-//! The checking code is the fuzz target's own (`fuzz/src/pipe_ops.rs`), included by path: one
-//! decoder, one model, two drivers, and nothing added to the library's API.
+//! The checking code is the fuzz targets' own (`fuzz/src/pipe_ops.rs`, `fuzz/src/frame_decoders.rs`),
+//! included by path: one decoder and one checker per target, several drivers, and nothing added to
+//! the library's API.
 
 use std::path::{Path, PathBuf};
 
 #[path = "../fuzz/src/pipe_ops.rs"]
 mod pipe_ops;
+
+#[path = "../fuzz/src/frame_decoders.rs"]
+mod frame_decoders;
 
 /// Every input file of `target` in the corpus and regression directories.
 fn inputs(target: &str) -> Vec<PathBuf> {
@@ -81,6 +85,30 @@ fn pipe_ops_random_inputs_pass() {
             &format!("random seed {seed}"),
             &random_input(seed),
             pipe_ops::run,
+        );
+    }
+}
+
+#[test]
+fn frame_decoders_corpus_and_regressions_pass() {
+    let files = inputs("frame_decoders");
+    assert!(
+        !files.is_empty(),
+        "no committed inputs found under fuzz/corpus/frame_decoders"
+    );
+    for path in files {
+        let data = std::fs::read(&path).expect("read input");
+        replay(&path.display().to_string(), &data, frame_decoders::run);
+    }
+}
+
+#[test]
+fn frame_decoders_random_inputs_pass() {
+    for seed in 0..random_inputs() as u64 {
+        replay(
+            &format!("random seed {seed}"),
+            &random_input(seed ^ 0xF4A3),
+            frame_decoders::run,
         );
     }
 }

@@ -20,9 +20,10 @@
 //! - at the end, frames taken earlier still hold their bytes after both ends dropped, and both
 //!   pools (the pipe's and the one appended packets come from) have every block back.
 //!
-//! Where the pipe's misuse behaviour is being changed (issue 11: `consume_all` after the reader
-//! completed, a second read after `take_frame` without `advance_to`), the checker accepts either
-//! outcome or skips that exact step, so it does not depend on which version it runs against.
+//! The misuse rules settled in issue 11 are checked exactly: `consume_all` after the reader
+//! completed is `ReaderCompleted` (as `advance_to`); `read_buffer`/`try_read` after `take_frame`
+//! without `advance_to` is `ReadWithoutAdvance` (a `read_at_least` may follow directly);
+//! `read_at_least(n)` short of `n` on a failed writer returns the writer's error.
 //!
 //! Input format (stable, so committed inputs stay meaningful): byte 0 and 1 choose the settings;
 //! then each operation is 3 bytes, an opcode and a little-endian `u16` operand pair packed as
@@ -194,9 +195,6 @@ enum Expect {
     Ready { completed: bool, canceled: bool },
     /// The writer's completion error.
     WriterError,
-    /// Either a result with these flags or the writer's error (`read_at_least` short of its
-    /// target on a failed writer: the pipe's choice here is being settled in issue 11).
-    ReadyOrWriterError { completed: bool, canceled: bool },
 }
 
 struct Harness {
@@ -223,8 +221,8 @@ struct Harness {
     examined: u64,
     examined_max: u64,
     last_len: Option<usize>,
-    /// A frame was taken since the last read and no advance followed: reads are skipped then
-    /// (issue 11 may make such a read an error).
+    /// A frame was taken since the last read and no advance followed: `read_buffer`/`try_read`
+    /// are `ReadWithoutAdvance` then.
     took_since_read: bool,
     cancel_read: bool,
     cancel_flush: bool,
@@ -625,10 +623,7 @@ impl Harness {
                     completed,
                     canceled,
                 },
-                Want::AtLeast(_) => Expect::ReadyOrWriterError {
-                    completed,
-                    canceled,
-                },
+                Want::AtLeast(_) => Expect::WriterError,
             };
         }
         if !(satisfied || done) {
@@ -641,7 +636,7 @@ impl Harness {
     }
 
     fn read(&mut self, want: Want, form: ReadForm) {
-        if self.reader.is_none() || self.took_since_read {
+        if self.reader.is_none() {
             return;
         }
         if self.reader_done.is_some() {
@@ -662,6 +657,27 @@ impl Harness {
                 result,
                 |e| *e == Error::ReaderCompleted,
                 "read after complete",
+            );
+        }
+        if self.took_since_read && (matches!(want, Want::New) || matches!(form, ReadForm::Try)) {
+            let len = self.last_len.expect("frames are taken from a read buffer");
+            let reader = self.reader.as_mut().expect("checked");
+            let mut cx = Context::from_waker(&self.waker);
+            let result: Result<(), Error> = match form {
+                ReadForm::Try => reader.try_read().map(drop),
+                ReadForm::Poll => match reader.poll_read_buffer(&mut cx) {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => Ok(()),
+                },
+                ReadForm::Future => match pin!(reader.read_buffer()).as_mut().poll(&mut cx) {
+                    Poll::Ready(r) => r.map(drop),
+                    Poll::Pending => Ok(()),
+                },
+            };
+            return self.expect_error(
+                result,
+                |e| *e == Error::ReadWithoutAdvance { len },
+                "read after take_frame without advance_to",
             );
         }
         let expect = self.expect_read(want);
@@ -710,13 +726,8 @@ impl Harness {
         let got = match (expect, outcome) {
             (Expect::Pending, Ok(None)) => return,
             (Expect::WriterError, Err(Error::Peer { side: "writer", .. })) => return,
-            (Expect::ReadyOrWriterError { .. }, Err(Error::Peer { side: "writer", .. })) => return,
             (
                 Expect::Ready {
-                    completed,
-                    canceled,
-                }
-                | Expect::ReadyOrWriterError {
                     completed,
                     canceled,
                 },
@@ -754,6 +765,7 @@ impl Harness {
             ));
         }
         self.last_len = Some(got.len());
+        self.took_since_read = false;
     }
 
     #[track_caller]
@@ -812,10 +824,10 @@ impl Harness {
         };
         let result = reader.consume_all();
         if self.reader_done.is_some() {
-            // `AdvanceWithoutRead` today, `ReaderCompleted` after issue 11: either is an error.
+            // The same error as `advance_to` gives (issue 11).
             return self.expect_error(
                 result,
-                |e| matches!(e, Error::ReaderCompleted | Error::AdvanceWithoutRead),
+                |e| *e == Error::ReaderCompleted,
                 "consume_all after complete",
             );
         }
