@@ -424,3 +424,50 @@ fn native_read_and_flush_futures_dropped_while_waiting_lose_and_repeat_nothing()
         racer.finish();
     });
 }
+
+/// `Frames::next()` (a stream's poll) raced: frames of random sizes, some larger than the pause
+/// threshold (the stream waits with `read_at_least`), arrive whole, in order, exactly once.
+#[test]
+fn frames_next_dropped_while_waiting_loses_and_repeats_nothing() {
+    use futures::StreamExt;
+    use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
+    run(async {
+        let mut racer = Racer::new(10);
+        let stop = racer.enough.clone();
+        let (writer, reader) = small_pipe();
+        let produce = async move {
+            let mut rng = Rng(23);
+            let mut out = FrameWriter::new(writer, LengthDelimited::new());
+            let mut sent = 0u64;
+            let mut offset = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let frame = chunk_at(offset, rng.below(1500));
+                offset += frame.len() as u64;
+                out.send(&frame[..]).await.unwrap();
+                sent += 1;
+                yields(rng.below(3)).await;
+            }
+            out.into_inner().complete();
+            sent
+        };
+        let consume = async {
+            let mut frames = Frames::new(reader, LengthDelimited::new());
+            let (mut received, mut offset) = (0u64, 0u64);
+            loop {
+                let Some(next) = racer.race(frames.next()).await else {
+                    continue;
+                };
+                let Some(frame) = next else {
+                    return received;
+                };
+                let frame = frame.unwrap();
+                check(offset, &frame);
+                offset += frame.len() as u64;
+                received += 1;
+            }
+        };
+        let (sent, received) = tokio::join!(produce, consume);
+        assert_eq!(received, sent);
+        racer.finish();
+    });
+}

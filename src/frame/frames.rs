@@ -49,6 +49,10 @@ enum State {
 /// - a read canceled through [`PipeCanceler`](crate::pipe::PipeCanceler) yields
 ///   [`FrameError::Canceled`] and the stream goes on.
 ///
+/// Cancel safety: a poll may be abandoned at any point (a `next()` future dropped in a `select!`):
+/// a frame is taken out of the pipe only in the poll that returns it, and a poll that returns
+/// `Pending` leaves every byte in the pipe, so no frame is lost or yielded twice/// (`tests/io_cancel.rs` drops it 10,000 times while it waits).
+///
 /// [`into_inner`](Self::into_inner) hands the reader back with every unconsumed byte intact: the
 /// bytes of a partial frame stay in the pipe, and the reader's next `read_buffer` returns them at
 /// once.
