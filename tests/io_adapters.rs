@@ -2,6 +2,8 @@
 //! `tokio::io::copy`, `futures::io::copy` and `std::io::copy` over real loopback sockets (64 MiB
 //! byte-exact), `lines()`, `BufMut`, and the error and backpressure behaviour of the adapters.
 
+#![cfg(all(feature = "tokio", feature = "futures-io"))]
+
 use std::io::{BufRead, Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! loop over loopback (client, connection pumps and application on one thread, so the per-thread
 //! counting allocator sees every allocation the round trip makes).
 
+#![cfg(feature = "tokio")]
+
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 

@@ -6,6 +6,8 @@
 //! (tokio's timers have millisecond resolution, which would make 10,000 drops take minutes), every
 //! tenth time a real `tokio::time::sleep` of a few microseconds.
 
+#![cfg(all(feature = "tokio", feature = "futures-io"))]
+
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

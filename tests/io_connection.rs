@@ -2,6 +2,8 @@
 //! futures-io flavors), half-close both ways, a peer reset mid-stream, and the application dropping
 //! its ends mid-stream.
 
+#![cfg(all(feature = "tokio", feature = "futures-io"))]
+
 use std::time::Duration;
 
 use packetpipe::io::{ConnectionOptions, DuplexPipe};

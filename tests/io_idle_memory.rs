@@ -7,6 +7,8 @@
 //! limit allows. Live heap bytes are counted by a counting global allocator; this file holds one
 //! measuring test so nothing else allocates in parallel.
 
+#![cfg(feature = "tokio")]
+
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 

@@ -8,6 +8,7 @@
 //! How the ends propagate is in the `io` module docs (public).
 
 use std::io;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::drain::{DrainState, Sink, DEFAULT_MAX_WRITE_SEGMENTS};
@@ -169,6 +170,57 @@ impl ConnectionState {
         if !self.output_done {
             self.output.complete_inner(Some(aborted));
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Future of a duplex connection over one flavor's I/O traits (`io::tokio::Connection<S>`,
+    /// `io::futures::Connection<S>`): reads the stream into the application's reader and writes
+    /// the application's writer to the stream, until both directions have ended; then returns the
+    /// first error of either (or `Ok`) and drops the stream.
+    ///
+    /// Cancel safety: dropping it ends the connection (it owns the stream): bytes not yet
+    /// delivered are lost, and each unfinished direction completes with a `ConnectionAborted`
+    /// error so the application does not mistake the cut for a clean end.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Connection<S, Flavor> {
+        #[pin]
+        stream: S,
+        state: ConnectionState,
+        flavor: std::marker::PhantomData<Flavor>,
+    }
+
+    impl<S, Flavor> PinnedDrop for Connection<S, Flavor> {
+        fn drop(this: Pin<&mut Self>) {
+            this.project().state.abort();
+        }
+    }
+}
+
+impl<S, Flavor> Connection<S, Flavor> {
+    /// The application's ends and the connection future over `stream`.
+    pub(crate) fn new(stream: S, options: ConnectionOptions) -> (DuplexPipe, Self) {
+        let (app, state) = ConnectionState::new(options);
+        let connection = Connection {
+            stream,
+            state,
+            flavor: std::marker::PhantomData,
+        };
+        (app, connection)
+    }
+
+    /// The connection's state and stream, for one flavor's `poll`.
+    pub(crate) fn parts(self: Pin<&mut Self>) -> (&mut ConnectionState, Pin<&mut S>) {
+        let this = self.project();
+        (this.state, this.stream)
+    }
+}
+
+impl<S, Flavor> std::fmt::Debug for Connection<S, Flavor> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("state", &self.state)
+            .finish()
     }
 }
 

@@ -161,6 +161,51 @@ fn fail(reader: &mut PipeReader, error: io::Error) -> io::Error {
     shared.to_io_error()
 }
 
+/// Future of a drain pump over one flavor's I/O traits: [`tokio::drain`](super::tokio) (alias
+/// `io::tokio::Drain<'a, W>`) or [`futures::drain`](super::futures) (alias
+/// `io::futures::Drain<'a, W>`).
+///
+/// Cancel safety: safe to drop at any await point. Bytes are consumed from the pipe in the same
+/// poll in which the sink accepted them, so none is lost or written twice.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+#[must_use = "futures do nothing unless polled"]
+pub struct Drain<'a, W: ?Sized, Flavor> {
+    reader: &'a mut PipeReader,
+    sink: &'a mut W,
+    state: DrainState,
+    flavor: std::marker::PhantomData<Flavor>,
+}
+
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+impl<'a, W: ?Sized, Flavor> Drain<'a, W, Flavor> {
+    pub(crate) fn new(reader: &'a mut PipeReader, sink: &'a mut W) -> Self {
+        Drain {
+            reader,
+            sink,
+            state: DrainState::new(DEFAULT_MAX_WRITE_SEGMENTS),
+            flavor: std::marker::PhantomData,
+        }
+    }
+
+    /// Segments per vectored write (1 to [`MAX_WRITE_SEGMENTS`]; default 16).
+    pub fn max_segments(mut self, segments: usize) -> Self {
+        self.state.set_max_segments(segments);
+        self
+    }
+
+    /// The pump's state, reader and sink, for one flavor's `poll`.
+    pub(crate) fn parts(&mut self) -> (&mut DrainState, &mut PipeReader, &mut W) {
+        (&mut self.state, self.reader, self.sink)
+    }
+}
+
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+impl<W: ?Sized, Flavor> std::fmt::Debug for Drain<'_, W, Flavor> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drain").field("state", &self.state).finish()
+    }
+}
+
 /// A blocking `io::Write` as a drain sink.
 struct BlockingSink<'a, W: ?Sized>(&'a mut W);
 

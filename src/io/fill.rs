@@ -157,6 +157,45 @@ fn fail(writer: &mut PipeWriter, error: io::Error) -> io::Error {
     shared.to_io_error()
 }
 
+/// Future of a fill pump over one flavor's I/O traits: [`tokio::fill`](super::tokio) (alias
+/// `io::tokio::Fill<'a, R>`) or [`futures::fill`](super::futures) (alias `io::futures::Fill<'a, R>`).
+///
+/// Cancel safety: safe to drop at any await point (in a `select!`, say). Bytes read from the
+/// source are committed to the writer in the same poll, so none is lost or repeated: a new fill
+/// (or the writer's own flush) carries on where this one stopped.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+#[must_use = "futures do nothing unless polled"]
+pub struct Fill<'a, R: ?Sized, Flavor> {
+    writer: &'a mut PipeWriter,
+    source: &'a mut R,
+    state: FillState,
+    flavor: std::marker::PhantomData<Flavor>,
+}
+
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+impl<'a, R: ?Sized, Flavor> Fill<'a, R, Flavor> {
+    pub(crate) fn new(writer: &'a mut PipeWriter, source: &'a mut R) -> Self {
+        Fill {
+            writer,
+            source,
+            state: FillState::new(true),
+            flavor: std::marker::PhantomData,
+        }
+    }
+
+    /// The pump's state, writer and source, for one flavor's `poll`.
+    pub(crate) fn parts(&mut self) -> (&mut FillState, &mut PipeWriter, &mut R) {
+        (&mut self.state, self.writer, self.source)
+    }
+}
+
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+impl<R: ?Sized, Flavor> std::fmt::Debug for Fill<'_, R, Flavor> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fill").field("state", &self.state).finish()
+    }
+}
+
 /// A blocking `io::Read` as a fill source (it has no readiness to wait for).
 struct BlockingSource<'a, R: ?Sized>(&'a mut R);
 

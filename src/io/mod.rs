@@ -69,6 +69,22 @@ pub mod futures;
 pub mod tokio;
 
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
-pub use connection::{ConnectionOptions, DuplexPipe};
+pub use connection::{Connection, ConnectionOptions, DuplexPipe};
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+pub use drain::Drain;
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+pub use fill::Fill;
+
+/// Marker for the futures over tokio's I/O traits: [`Fill`], [`Drain`] and [`Connection`] with it
+/// are `io::tokio::{Fill, Drain, Connection}`.
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub enum Tokio {}
+
+/// Marker for the futures over futures-io's traits: [`Fill`], [`Drain`] and [`Connection`] with it
+/// are `io::futures::{Fill, Drain, Connection}`.
+#[cfg(feature = "futures-io")]
+#[derive(Debug)]
+pub enum FuturesIo {}
 pub use drain::{drain_blocking, DEFAULT_MAX_WRITE_SEGMENTS, MAX_WRITE_SEGMENTS};
 pub use fill::fill_blocking;

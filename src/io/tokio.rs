@@ -38,9 +38,9 @@ use std::task::{ready, Context, Poll};
 use ::tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
 use super::byte_stream;
-use super::connection::{ConnectionState, Duplex};
-use super::drain::{DrainState, Sink, DEFAULT_MAX_WRITE_SEGMENTS};
-use super::fill::{FillState, Source};
+use super::connection::Duplex;
+use super::drain::Sink;
+use super::fill::Source;
 use super::{ConnectionOptions, DuplexPipe};
 use crate::pipe::{PipeReader, PipeWriter};
 
@@ -161,33 +161,18 @@ pub fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
 where
     R: AsyncRead + Unpin + ?Sized,
 {
-    Fill {
-        writer,
-        source,
-        state: FillState::new(true),
-    }
+    Fill::new(writer, source)
 }
 
-/// Future of [`fill`].
-///
-/// Cancel safety: safe to drop at any await point (in a `select!`, say). Bytes read from the
-/// source are committed to the writer in the same poll, so none is lost or repeated: a new `fill`
-/// (or the writer's own flush) carries on where this one stopped.
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct Fill<'a, R: ?Sized> {
-    writer: &'a mut PipeWriter,
-    source: &'a mut R,
-    state: FillState,
-}
+/// Future of [`fill`] (cancel safe: see [`super::Fill`]).
+pub type Fill<'a, R> = super::Fill<'a, R, super::Tokio>;
 
 impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
     type Output = io::Result<u64>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let mut source = TokioIo(Pin::new(&mut *this.source));
-        this.state.poll(cx, this.writer, &mut source)
+        let (state, writer, source) = self.get_mut().parts();
+        state.poll(cx, writer, &mut TokioIo(Pin::new(source)))
     }
 }
 
@@ -215,41 +200,18 @@ pub fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
 where
     W: AsyncWrite + Unpin + ?Sized,
 {
-    Drain {
-        reader,
-        sink,
-        state: DrainState::new(DEFAULT_MAX_WRITE_SEGMENTS),
-    }
+    Drain::new(reader, sink)
 }
 
-/// Future of [`drain`].
-///
-/// Cancel safety: safe to drop at any await point. Bytes are consumed from the pipe in the same
-/// poll in which the sink accepted them, so none is lost or written twice.
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct Drain<'a, W: ?Sized> {
-    reader: &'a mut PipeReader,
-    sink: &'a mut W,
-    state: DrainState,
-}
-
-impl<W: ?Sized> Drain<'_, W> {
-    /// Segments per vectored write (1 to [`MAX_WRITE_SEGMENTS`](super::MAX_WRITE_SEGMENTS);
-    /// default 16).
-    pub fn max_segments(mut self, segments: usize) -> Self {
-        self.state.set_max_segments(segments);
-        self
-    }
-}
+/// Future of [`drain`] (cancel safe: see [`super::Drain`]).
+pub type Drain<'a, W> = super::Drain<'a, W, super::Tokio>;
 
 impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
     type Output = io::Result<u64>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let mut sink = TokioIo(Pin::new(&mut *this.sink));
-        this.state.poll(cx, this.reader, &mut sink)
+        let (state, reader, sink) = self.get_mut().parts();
+        state.poll(cx, reader, &mut TokioIo(Pin::new(sink)))
     }
 }
 
@@ -269,38 +231,17 @@ pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe,
 where
     S: AsyncRead + AsyncWrite,
 {
-    let (app, state) = ConnectionState::new(options);
-    (app, Connection { stream, state })
+    Connection::new(stream, options)
 }
 
-pin_project_lite::pin_project! {
-    /// Future of a duplex connection: reads the stream into the application's reader and writes
-    /// the application's writer to the stream, until both directions have ended; then returns the
-    /// first error of either (or `Ok`) and drops the stream.
-    ///
-    /// Cancel safety: dropping it ends the connection (it owns the stream): bytes not yet
-    /// delivered are lost, and each unfinished direction completes with a `ConnectionAborted`
-    /// error so the application does not mistake the cut for a clean end.
-    #[must_use = "futures do nothing unless polled"]
-    #[derive(Debug)]
-    pub struct Connection<S> {
-        #[pin]
-        stream: S,
-        state: ConnectionState,
-    }
-
-    impl<S> PinnedDrop for Connection<S> {
-        fn drop(this: Pin<&mut Self>) {
-            this.project().state.abort();
-        }
-    }
-}
+/// Future of a duplex connection (see [`super::Connection`]: dropping it ends the connection).
+pub type Connection<S> = super::Connection<S, super::Tokio>;
 
 impl<S: AsyncRead + AsyncWrite> Future for Connection<S> {
     type Output = io::Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        this.state.poll(cx, &mut TokioIo(this.stream))
+        let (state, stream) = self.parts();
+        state.poll(cx, &mut TokioIo(stream))
     }
 }
