@@ -37,8 +37,6 @@
 #[path = "common/cpu_time.rs"]
 mod cpu_time;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
@@ -58,52 +56,18 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 // ------------------------------------------------------------------------------------------------
 // Bytes and allocations per frame.
 
-struct CountingAlloc;
-
-thread_local! {
-    static COUNTS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-}
-
-fn count(bytes: usize) {
-    let _ = COUNTS.try_with(|c| {
-        let (n, b) = c.get();
-        c.set((n + 1, b + bytes as u64));
-    });
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting only
-// touches a thread-local `Cell` that never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: forwarded from the caller, who upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: as `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size);
-        // SAFETY: as `alloc`; `ptr` was allocated by `System` through this allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as `realloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "../tests/common/counting_alloc.rs"]
+mod counting_alloc;
 
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
 
 /// (allocations, bytes) made by this thread so far.
 fn counts() -> (u64, u64) {
-    COUNTS.with(Cell::get)
+    (
+        counting_alloc::allocations(),
+        counting_alloc::allocated_bytes(),
+    )
 }
 
 // ------------------------------------------------------------------------------------------------

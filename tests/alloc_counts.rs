@@ -9,67 +9,19 @@
 //! The same allocator can refuse large requests on one thread, to check that an allocation
 //! failure comes back as `Error::AllocationFailed` and leaves the pool's statistics untouched.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use packetpipe::{ByteSegments, Error, OwnedPacket, Packet, PacketChain, Pool, PoolStats};
 
-struct CountingAlloc;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    /// Requests of at least this many bytes fail on this thread.
-    static REFUSE_FROM: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// Count an allocation; `false` if it must be refused.
-fn count_one(layout: Layout) -> bool {
-    // `try_with`: the allocator may run while this thread's locals are being torn down.
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-    REFUSE_FROM
-        .try_with(|r| layout.size() < r.get())
-        .unwrap_or(true)
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting only
-// touches a thread-local `Cell` that never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !count_one(layout) {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: forwarded from the caller, who upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !count_one(layout) {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: as `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one(layout);
-        // SAFETY: as `alloc`; `ptr` was allocated by `System` through this allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as `realloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use counting_alloc::allocations;
 
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
+static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
 
 /// Measured repetitions of each operation (fewer under Miri, which is slow).
 const RUNS: u64 = if cfg!(miri) { 20 } else { 200 };
@@ -394,9 +346,9 @@ fn display_helpers_stream_without_allocating() {
 
 /// Run `f` with allocations of `bytes` or more refused on this thread.
 fn refusing_from<R>(bytes: usize, f: impl FnOnce() -> R) -> R {
-    REFUSE_FROM.with(|r| r.set(bytes));
+    counting_alloc::refuse_allocations_from(bytes);
     let result = f();
-    REFUSE_FROM.with(|r| r.set(usize::MAX));
+    counting_alloc::refuse_allocations_from(usize::MAX);
     result
 }
 

@@ -10,8 +10,6 @@
 //! Each measurement first runs the operation unmeasured (warm-up: the pool's thread caches, the
 //! recycled segment nodes, the blocking forms' thread waker), then counts a batch of frames.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -23,51 +21,13 @@ use bytes::Bytes;
 use packetpipe::pipe::{pipe_with, PipeOptions, PipeReader, PipeWriter};
 use packetpipe::{OwnedPacket, Packet, Pool};
 
-struct CountingAlloc;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    // `try_with`: the allocator may run while this thread's locals are being torn down.
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting only
-// touches a thread-local `Cell` that never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: forwarded from the caller, who upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: as `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: as `alloc`; `ptr` was allocated by `System` through this allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as `realloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use counting_alloc::allocations;
 
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Allocations made by this thread so far.
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
+static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
 
 const WARM_UP: usize = 256;
 const FRAMES: usize = 2000;

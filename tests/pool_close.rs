@@ -6,44 +6,19 @@
 //! this binary may run in parallel; statistics are read after the threads that wrote them were
 //! joined or signalled through a channel, so every figure is exact.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::mpsc;
 use std::thread;
 
 use packetpipe::pool::PoolMonitor;
 use packetpipe::{OwnedPacket, Pool};
 
-struct CountingAlloc;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting only
-// touches a thread-local `Cell` that never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded from the caller, who upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded from the caller; `ptr` was allocated by `System` through `alloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use counting_alloc::allocations_in;
 
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Allocations this thread made while running `f`.
-fn allocations_in<R>(f: impl FnOnce() -> R) -> (u64, R) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let result = f();
-    (ALLOCATIONS.with(Cell::get) - before, result)
-}
+static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
 
 /// Initialize this thread's pool cache list (a thread-local whose first use registers a
 /// destructor, which allocates) without registering a cache for any pool.
