@@ -47,8 +47,11 @@ struct ThreadWaiter {
 const SPIN_STEPS: u32 = 7;
 /// The budget never drops below this: even a thread that usually parks spins a little.
 const MIN_STEPS: u32 = 2;
-/// Spin steps, then up to 3 `yield_now`s.
-const MAX_STEPS: u32 = SPIN_STEPS + 3;
+/// Spin steps, then up to 20 `yield_now`s (a few microseconds each when the other core is free):
+/// long enough to cover a 64 KiB copy on the other side. Measured with
+/// `examples/two_thread_stream.rs` (BENCHMARKS.md, "Waiting without context switches"): with 3
+/// yields, 64 KiB frames still slept once or twice per frame.
+const MAX_STEPS: u32 = SPIN_STEPS + 20;
 
 thread_local! {
     // Made on first use: blocking calls allocate nothing afterwards.
