@@ -7,7 +7,8 @@
 //! without any syscall (`unpark` of a thread that is not parked is an atomic swap).
 //!
 //! Adaptive: each thread keeps a spin budget (in steps of the backoff) that grows when spinning
-//! ended a wait and shrinks when the wait went on to park, so a thread whose waits are long (an idle
+//! ended a wait, or when a wait that went on to sleep was short anyway (a longer spin would have
+//! caught it), and shrinks when the sleep was long, so a thread whose waits are long (an idle
 //! connection, a slow peer) stops burning CPU on them.
 
 use std::future::Future;
@@ -52,6 +53,8 @@ const MIN_STEPS: u32 = 2;
 /// `examples/two_thread_stream.rs` (BENCHMARKS.md, "Waiting without context switches"): with 3
 /// yields, 64 KiB frames still slept once or twice per frame.
 const MAX_STEPS: u32 = SPIN_STEPS + 20;
+/// A sleep shorter than this was worth spinning through (about what the full budget spins).
+const SHORT_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
 
 thread_local! {
     // Made on first use: blocking calls allocate nothing afterwards.
@@ -92,11 +95,21 @@ impl ThreadWaiter {
                 thread::yield_now();
             }
         }
-        // The wait outlasted the budget: spend less on the next one, and sleep.
-        self.budget.set((budget - 1).max(MIN_STEPS));
-        if !self.unparker.notified.load(Ordering::Acquire) {
-            thread::park();
+        if self.unparker.notified.load(Ordering::Acquire) {
+            return;
         }
+        // The wait outlasted the budget: sleep. A sleep the other side ended soon says a longer
+        // spin would have caught it (spin more next time); a long one says spinning was wasted
+        // (spin less). Without this feedback, a few long waits would shrink the budget for good
+        // and the thread would sleep on every short wait after them.
+        let slept_from = std::time::Instant::now();
+        thread::park();
+        let next = if slept_from.elapsed() < SHORT_SLEEP {
+            budget + 1
+        } else {
+            budget - 1
+        };
+        self.budget.set(next.clamp(MIN_STEPS, MAX_STEPS));
     }
 }
 
