@@ -13,28 +13,17 @@ mod counting_alloc;
 #[path = "../examples/resp/mod.rs"]
 mod resp;
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
+use resp::parse::encode_request;
 use resp::server::Flavor;
-use resp::store::Store;
-use resp::{pipe_server, tokio_util_server, Config};
+use resp::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 #[global_allocator]
 static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
-
-fn multibulk(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
 
 /// One workload: a request pipelined `depth` times per batch, after a setup request.
 struct Workload {
@@ -58,32 +47,32 @@ fn workloads() -> Vec<Workload> {
     vec![
         Workload {
             name: "GET, 3 B value, 16 per batch",
-            setup: multibulk(&[b"SET", b"key", &small]),
-            request: multibulk(&[b"GET", b"key"]),
+            setup: encode_request(&[b"SET", b"key", &small]),
+            request: encode_request(&[b"GET", b"key"]),
             reply: bulk(&small),
             depth: 16,
             batches: 400,
         },
         Workload {
             name: "SET replacing a 3 B value, 16 per batch",
-            setup: multibulk(&[b"SET", b"key", &small]),
-            request: multibulk(&[b"SET", b"key", &small]),
+            setup: encode_request(&[b"SET", b"key", &small]),
+            request: encode_request(&[b"SET", b"key", &small]),
             reply: b"+OK\r\n".to_vec(),
             depth: 16,
             batches: 400,
         },
         Workload {
             name: "GET, 100 KB value, 4 per batch",
-            setup: multibulk(&[b"SET", b"key", &large]),
-            request: multibulk(&[b"GET", b"key"]),
+            setup: encode_request(&[b"SET", b"key", &large]),
+            request: encode_request(&[b"GET", b"key"]),
             reply: bulk(&large),
             depth: 4,
             batches: 60,
         },
         Workload {
             name: "SET replacing a 100 KB value, 4 per batch",
-            setup: multibulk(&[b"SET", b"key", &large]),
-            request: multibulk(&[b"SET", b"key", &large]),
+            setup: encode_request(&[b"SET", b"key", &large]),
+            request: encode_request(&[b"SET", b"key", &large]),
             reply: b"+OK\r\n".to_vec(),
             depth: 4,
             batches: 60,
@@ -139,11 +128,7 @@ async fn run(
 
 /// Allocations per request of each workload against a server of `flavor` on this thread.
 fn measure(flavor: Flavor) -> Vec<(&'static str, f64)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
+    let (runtime, local) = resp::server::local_runtime().unwrap();
     local.block_on(&runtime, async move {
         tokio::time::timeout(Duration::from_secs(120), async move {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -152,23 +137,13 @@ fn measure(flavor: Flavor) -> Vec<(&'static str, f64)> {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            let config = Config::default();
-            let server = match flavor {
-                Flavor::Pipe => {
-                    let store = Rc::new(RefCell::new(Store::default()));
-                    let serve = pipe_server::serve;
-                    tokio::task::spawn_local(resp::server::accept_loop(
-                        listener, store, config, serve, shutdown,
-                    ))
-                }
-                Flavor::TokioUtil => {
-                    let store = Rc::new(RefCell::new(Store::default()));
-                    let serve = tokio_util_server::serve;
-                    tokio::task::spawn_local(resp::server::accept_loop(
-                        listener, store, config, serve, shutdown,
-                    ))
-                }
-            };
+            let server = tokio::task::spawn_local(resp::server::serve(
+                flavor,
+                listener,
+                Config::default(),
+                Arc::default(),
+                shutdown,
+            ));
             let mut results = Vec::new();
             for workload in workloads() {
                 let per_request = client(addr, &workload).await;

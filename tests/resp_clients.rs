@@ -16,6 +16,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use resp::parse::encode_request;
 use resp::server::{Flavor, ServerHandle};
 use resp::Config;
 
@@ -71,17 +72,6 @@ fn redis_cli(addr: SocketAddr, args: &[&str]) -> String {
     let output = run_bounded(command, Duration::from_secs(20));
     assert!(output.status.success(), "redis-cli {args:?}: {output:?}");
     String::from_utf8(output.stdout).unwrap()
-}
-
-/// Bytes of a request in RESP multibulk form.
-fn multibulk(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// A raw client: writes requests, reads exactly the replies it expects.
@@ -328,16 +318,16 @@ fn redis_benchmark_with_one_megabyte_values() {
     // The stored value comes back whole (it went into the store as the socket's packets):
     // redis-benchmark's (random bytes) by its length, a patterned one byte for byte.
     let mut client = Client::connect(server.addr);
-    client.send(&multibulk(&[b"GET", b"key:__rand_int__"]));
+    client.send(&encode_request(&[b"GET", b"key:__rand_int__"]));
     let reply = client.replies(1);
     assert!(reply.starts_with(b"$1000000\r\n") && reply.len() == 1_000_012);
     let value: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-    let request = multibulk(&[b"SET", b"pattern", &value]);
+    let request = encode_request(&[b"SET", b"pattern", &value]);
     for piece in request.chunks(100_003) {
         client.send(piece); // arrives in pieces, across segments
     }
     assert_eq!(client.replies(1), b"+OK\r\n");
-    client.send(&multibulk(&[b"GET", b"pattern"]));
+    client.send(&encode_request(&[b"GET", b"pattern"]));
     let mut expected = b"$1000000\r\n".to_vec();
     expected.extend_from_slice(&value);
     expected.extend_from_slice(b"\r\n");
@@ -389,7 +379,7 @@ fn differential_script() -> Vec<Vec<u8>> {
         vec![b"GET", b"k"],
         vec![b"DEL", b"big"],
     ];
-    requests.iter().map(|args| multibulk(args)).collect()
+    requests.iter().map(|args| encode_request(args)).collect()
 }
 
 #[test]
@@ -480,7 +470,7 @@ fn garbage_gets_err_and_the_server_stays_up() {
             .count();
         assert_eq!(errors, 200, "{flavor:?}");
         // The same connection, and a new one, still work.
-        client.send(&multibulk(&[b"PING"]));
+        client.send(&encode_request(&[b"PING"]));
         assert_eq!(client.replies(1), b"+PONG\r\n");
         let mut other = Client::connect(server.addr);
         other.send(b"PING\r\n");

@@ -15,17 +15,15 @@ mod counting_alloc;
 #[path = "../examples/resp/mod.rs"]
 mod resp;
 
-use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use packetpipe::Pool;
 use resp::server::Flavor;
-use resp::store::{Stats, Store};
-use resp::{pipe_server, tokio_util_server, Config};
+use resp::store::Stats;
+use resp::Config;
 
 #[global_allocator]
 static GLOBAL: counting_alloc::CountingAlloc = counting_alloc::CountingAlloc;
@@ -44,11 +42,7 @@ const PONG: &[u8] = b"+PONG\r\n";
 /// Heap bytes per idle connection of a server of `flavor` holding `n` of them, and the pooled
 /// blocks outstanding then.
 fn idle_heap_per_connection(flavor: Flavor, n: usize) -> (isize, u64) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
+    let (runtime, local) = resp::server::local_runtime().unwrap();
     local.block_on(&runtime, async move {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -59,30 +53,14 @@ fn idle_heap_per_connection(flavor: Flavor, n: usize) -> (isize, u64) {
         let shutdown = async move {
             let _ = stopped.await;
         };
-        let config = Config::default();
         let before = counting_alloc::live_bytes();
-        let server = match flavor {
-            Flavor::Pipe => {
-                let store = Rc::new(RefCell::new(Store::new(stats.clone())));
-                tokio::task::spawn_local(resp::server::accept_loop(
-                    listener,
-                    store,
-                    config,
-                    pipe_server::serve,
-                    shutdown,
-                ))
-            }
-            Flavor::TokioUtil => {
-                let store = Rc::new(RefCell::new(Store::new(stats.clone())));
-                tokio::task::spawn_local(resp::server::accept_loop(
-                    listener,
-                    store,
-                    config,
-                    tokio_util_server::serve,
-                    shutdown,
-                ))
-            }
-        };
+        let server = tokio::task::spawn_local(resp::server::serve(
+            flavor,
+            listener,
+            Config::default(),
+            stats.clone(),
+            shutdown,
+        ));
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",

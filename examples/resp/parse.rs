@@ -101,6 +101,54 @@ pub struct Entry {
     pub error: Option<String>,
 }
 
+/// The requests of a batch and the one its `Args` methods read: what both servers' batches share.
+#[derive(Debug, Default)]
+pub struct Requests {
+    pub entries: Vec<Entry>,
+    selected: usize,
+}
+
+impl Requests {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn select(&mut self, request: usize) {
+        self.selected = request;
+    }
+
+    /// Arguments of the selected request.
+    pub fn argc(&self) -> usize {
+        self.entries[self.selected].args.len()
+    }
+
+    /// Where argument `i` of the selected request is among the batch's arguments.
+    pub fn arg_index(&self, i: usize) -> usize {
+        self.entries[self.selected].args.start + i
+    }
+
+    /// The selected request's protocol error, if it was malformed.
+    pub fn error(&self) -> Option<&str> {
+        self.entries[self.selected].error.as_deref()
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.selected = 0;
+    }
+}
+
+/// The bytes of a request in multibulk form, as clients send it (for tests and tools).
+pub fn encode_request(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
 /// Why a batch ended before the bytes at hand did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Stop {

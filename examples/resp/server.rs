@@ -58,6 +58,36 @@ pub async fn accept_loop<V, S, F>(
     }
 }
 
+/// Serve connections of `flavor` on `listener` (a fresh key space, counted in `stats`) until
+/// `shutdown` resolves; call within a `LocalSet`.
+pub async fn serve(
+    flavor: Flavor,
+    listener: TcpListener,
+    config: Config,
+    stats: Arc<Stats>,
+    shutdown: impl Future<Output = ()>,
+) {
+    match flavor {
+        Flavor::Pipe => {
+            let store = Rc::new(RefCell::new(Store::new(stats)));
+            accept_loop(listener, store, config, pipe_server::serve, shutdown).await;
+        }
+        Flavor::TokioUtil => {
+            let store = Rc::new(RefCell::new(Store::new(stats)));
+            accept_loop(listener, store, config, tokio_util_server::serve, shutdown).await;
+        }
+    }
+}
+
+/// The servers' runtime: one current-thread runtime, and a `LocalSet` for the connections'
+/// tasks (they share the key space through an `Rc`).
+pub fn local_runtime() -> std::io::Result<(tokio::runtime::Runtime, tokio::task::LocalSet)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok((runtime, tokio::task::LocalSet::new()))
+}
+
 /// Run a server of `flavor` on `listener` on this thread until `shutdown` resolves.
 pub fn run(
     flavor: Flavor,
@@ -67,22 +97,10 @@ pub fn run(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
+    let (runtime, local) = local_runtime()?;
     local.block_on(&runtime, async move {
         let listener = TcpListener::from_std(listener)?;
-        match flavor {
-            Flavor::Pipe => {
-                let store = Rc::new(RefCell::new(Store::new(stats)));
-                accept_loop(listener, store, config, pipe_server::serve, shutdown).await;
-            }
-            Flavor::TokioUtil => {
-                let store = Rc::new(RefCell::new(Store::new(stats)));
-                accept_loop(listener, store, config, tokio_util_server::serve, shutdown).await;
-            }
-        }
+        serve(flavor, listener, config, stats, shutdown).await;
         Ok(())
     })
 }

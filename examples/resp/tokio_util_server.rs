@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio_util::codec::{Decoder, Encoder, Framed};
 
 use super::command::Args;
-use super::parse::{parse_batch, Entry, Span, Stop};
+use super::parse::{parse_batch, Requests, Span, Stop};
 use super::reply::{self, Reply};
 use super::session::{self, Batch, Shared, Transport};
 use super::store::Value;
@@ -54,7 +54,7 @@ impl RespCodec {
     pub fn recycle(&mut self, mut batch: BytesBatch) {
         batch.frame = Bytes::new();
         batch.args.clear();
-        batch.entries.clear();
+        batch.requests.clear();
         self.spare = Some(batch);
     }
 }
@@ -70,9 +70,9 @@ impl Decoder for RespCodec {
             src.len(),
             self.max_request,
             &mut batch.args,
-            &mut batch.entries,
+            &mut batch.requests.entries,
         );
-        if batch.entries.is_empty() {
+        if batch.requests.len() == 0 {
             match stop {
                 Stop::Incomplete { need } => {
                     // Empty requests before it are consumed unanswered; room is made for the
@@ -109,23 +109,22 @@ impl Encoder<Bytes> for RespCodec {
 pub struct BytesBatch {
     frame: Bytes,
     args: Vec<Span>,
-    entries: Vec<Entry>,
-    selected: usize,
+    requests: Requests,
 }
 
 impl BytesBatch {
     fn span(&self, i: usize) -> Span {
-        self.args[self.entries[self.selected].args.start + i]
+        self.args[self.requests.arg_index(i)]
     }
 }
 
 impl Batch for BytesBatch {
     fn requests(&self) -> usize {
-        self.entries.len()
+        self.requests.len()
     }
 
     fn select(&mut self, request: usize) {
-        self.selected = request;
+        self.requests.select(request);
     }
 }
 
@@ -133,7 +132,7 @@ impl Args for BytesBatch {
     type Value = Bytes;
 
     fn argc(&self) -> usize {
-        self.entries[self.selected].args.len()
+        self.requests.argc()
     }
 
     fn arg(&self, i: usize) -> Cow<'_, [u8]> {
@@ -150,7 +149,7 @@ impl Args for BytesBatch {
     }
 
     fn protocol_error(&self) -> Option<&str> {
-        self.entries[self.selected].error.as_deref()
+        self.requests.error()
     }
 }
 
