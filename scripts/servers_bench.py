@@ -11,9 +11,10 @@ What it does, in order:
    runs redis-benchmark pinned to CPU 0:
        redis-benchmark -t set,get -n 500000 -P 16 --csv
        redis-benchmark -t set,get -n 20000 -d 100000 -P 4 --csv
-   3 times each (the servers alternate within each repeat), reading each server's CPU time from
-   /proc/<pid>/stat around each run; then the 100 KB command once more against servers and client
-   started without GLIBC_TUNABLES (what the tunable changes);
+   after a warm-up pass (a fifth of the requests, not counted), 3 times each (the servers
+   alternate within each repeat), reading each server's CPU time from /proc/<pid>/stat and the
+   client's from getrusage around each run; then the 100 KB command once more against servers
+   and client started without GLIBC_TUNABLES (what the tunable changes);
 3. allocations per request in steady state (tests/resp_alloc.rs, in-process) and heap per idle
    connection with 10,000 connections (tests/resp_idle_memory.rs);
 4. echo: examples/echo_load (c = 1, 16, 256 x K = 1, 16; 2 s each, 3 repeats);
@@ -29,6 +30,7 @@ import io
 import os
 import platform
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -111,18 +113,25 @@ class Server:
 
 
 def redis_benchmark(server, args, tunable):
-    """One redis-benchmark run: {test: requests per second}, and the server's CPU seconds."""
+    """One redis-benchmark run: {test: requests per second}, the server's CPU seconds and the
+    client's (user + system, and system alone)."""
     cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port)] + args + ["--csv"]
     cpu = server.cpu_seconds()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(pinned(0, cmd), env=env_with(tunable), text=True, capture_output=True,
                          timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = server.cpu_seconds() - cpu
-    log(f"  {server.name}: {' '.join(args)}: {out.stdout.strip()} (server CPU {cpu:.2f} s)")
+    client_sys = after.ru_stime - before.ru_stime
+    client = after.ru_utime - before.ru_utime + client_sys
+    rows = list(csv.reader(io.StringIO(out.stdout)))
+    summary = " ".join(f"{row[0]} {row[1]}/s p50 {row[4]} ms" for row in rows[1:] if len(row) > 4)
+    log(f"  {server.name}: {' '.join(args)}: {summary}; server CPU {cpu:.2f} s, "
+        f"client CPU {client:.2f} s ({client_sys:.2f} s system)")
     if out.returncode != 0:
         raise RuntimeError(f"redis-benchmark failed against {server.name}: {out.stderr}")
-    rows = list(csv.reader(io.StringIO(out.stdout)))
     rps = {row[0]: float(row[1]) for row in rows[1:] if len(row) > 1}
-    return rps, cpu
+    return rps, cpu, client, client_sys
 
 
 def median(values):
@@ -138,6 +147,12 @@ def run_resp(commands, repeats, tunable):
     servers = [Server(name, tunable) for name in SERVERS]
     results = {c: {s.name: [] for s in servers} for c, _ in commands}
     try:
+        # A warm-up pass (a fifth of the requests, not counted): pools, allocators, caches.
+        for _, args in commands:
+            n = args.index("-n") + 1
+            short = args[:n] + [str(max(1, int(args[n]) // 5))] + args[n + 1:]
+            for server in servers:
+                redis_benchmark(server, short, tunable)
         for repeat in range(repeats):
             for label, args in commands:
                 for server in servers:
@@ -154,8 +169,8 @@ def resp_table(results, commands, requests_of):
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     cpu_lines = [
-        "| command | packetpipe | tokio-util | redis-server | packetpipe / tokio-util | packetpipe / redis-server |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| command | server CPU packetpipe | tokio-util | redis-server | packetpipe / tokio-util | packetpipe / redis-server | client CPU (system) against packetpipe | tokio-util | redis-server |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, _ in commands:
         runs = results[label]
@@ -169,9 +184,12 @@ def resp_table(results, commands, requests_of):
         n = requests_of[label]
         cpu = {s: median([r[1] for r in runs[s]]) / n * 1e6 for s in SERVERS}
         cpu_ratio = lambda other: median([p[1] / o[1] for p, o in zip(runs["packetpipe"], runs[other])])
+        client = {s: median([r[2] for r in runs[s]]) / n * 1e6 for s in SERVERS}
+        client_sys = {s: median([r[3] for r in runs[s]]) / n * 1e6 for s in SERVERS}
         cpu_lines.append(
             f"| `{label}` | {cpu['packetpipe']:.2f} | {cpu['tokio-util']:.2f} | {cpu['redis-server']:.2f} "
-            f"| {cpu_ratio('tokio-util'):.2f}x | {cpu_ratio('redis-server'):.2f}x |")
+            f"| {cpu_ratio('tokio-util'):.2f}x | {cpu_ratio('redis-server'):.2f}x "
+            + " ".join(f"| {client[s]:.2f} ({client_sys[s]:.2f})" for s in SERVERS) + " |")
     return "\n".join(lines), "\n".join(cpu_lines)
 
 
@@ -290,7 +308,10 @@ def main():
     out.append("")
     out.append(rate_table)
     out.append("")
-    out.append("### RESP: server CPU time per request (µs, median; user + system, `/proc/PID/stat`)")
+    out.append("### RESP: CPU time per request (µs, median; user + system)")
+    out.append("")
+    out.append("The server's from `/proc/PID/stat` around each run, the client's (redis-benchmark) from "
+               "`getrusage(RUSAGE_CHILDREN)`, with its system time in parentheses.")
     out.append("")
     out.append(cpu_table)
     out.append("")
