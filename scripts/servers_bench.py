@@ -36,6 +36,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -218,7 +219,8 @@ def machine():
     bench = subprocess.run(["redis-benchmark", "--version"], text=True, capture_output=True).stdout.strip()
     commit = sh(["git", "rev-parse", "--short", "HEAD"]).strip()
     dirty = " plus uncommitted changes" if sh(["git", "status", "--porcelain", "--untracked-files=no"]).strip() else ""
-    return (f"{pick('Model name')} ({pick('CPU(s)')} CPUs, {pick('Thread(s) per core')} thread(s) per core, "
+    return (f"{pick('Model name')} (family {pick('CPU family')}, model {pick('Model')}; "
+            f"{pick('CPU(s)')} CPUs, {pick('Thread(s) per core')} thread(s) per core, "
             f"L2 {pick('L2 cache')}, L3 {pick('L3 cache')}), {pick('Hypervisor vendor')} VM; "
             f"Linux {platform.release()}, glibc {glibc}; {rustc}; redis-server {redis}, {bench}; "
             f"code: commit `{commit}`{dirty}")
@@ -285,7 +287,8 @@ def main():
     echo_table = echo.stdout[echo.stdout.index("Medians over"):].strip()
 
     out = []
-    out.append(f"**Machine and conditions.** {machine()}. Load average (1, 5, 15 min) at the start "
+    out.append(f"**Machine and conditions.** {machine()}. Load average (1, 5, 15 min; the benchmark's "
+               f"own clients and servers count about 1) at the start "
                f"{load['start']}; after the RESP runs {load['resp']}; after the run without the tunable "
                f"{load['resp_off']}; after the in-process tests {load['tests']}; at the end {load['end']}. "
                f"`GLIBC_TUNABLES={TUNABLE}` {'set' if tunable_set else 'NOT set'} for the servers and "
@@ -293,6 +296,7 @@ def main():
                f"(`taskset -c 1`), redis-benchmark to CPU 0 (`taskset -c 0`); all three servers are "
                f"single-threaded (the two examples on a current-thread tokio runtime). echo_load is one "
                f"process (servers on their own threads, clients on the main thread), not pinned.")
+    out[-1] = textwrap.fill(out[-1], width=100, break_on_hyphens=False, break_long_words=False)
     out.append("")
     out.append("```text")
     out.append(f"GLIBC_TUNABLES={TUNABLE} python3 scripts/servers_bench.py"
