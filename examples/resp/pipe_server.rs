@@ -2,6 +2,8 @@
 //! `PipeWriter` -> vectored socket writes), requests decoded in place by a [`Decoder`] over the
 //! segment chain, replies staged in the `PipeWriter` and flushed once per batch.
 //!
+//! - Socket: [`ReadyProbe`] around the `TcpStream`, so the fill pump's idle wait costs no system
+//!   call.
 //! - Requests: [`RespDecoder`] finds every complete request at hand with
 //!   [`parse_batch`](super::parse::parse_batch) over the segments (never joining them) and takes
 //!   the batch out at once: up to the pipe's copy threshold (2 KiB) it is copied into a fitted
@@ -43,12 +45,14 @@ use super::{Config, RespError};
 /// 256 KiB with 1 MiB. An idle connection holds no block whatever the size.
 pub const READ_SEGMENT: usize = 256 * 1024;
 
-/// Values up to this size are copied in behind their bulk header (one contiguous piece of
-/// output); larger ones are appended as packets.
+/// Values up to this size are copied into the reply with their bulk header; larger ones are
+/// appended as the stored packets.
 pub const COPY_OUT_UP_TO: usize = 1024;
 
-/// The duplex connection's settings: 64 KiB socket reads, and output backpressure only beyond
-/// 1 MiB of unwritten replies (a batch of large GETs flushes without waiting).
+/// The duplex connection's settings: [`READ_SEGMENT`] socket reads, input backpressure beyond
+/// 1 MiB unparsed (a larger value is waited for with `read_at_least`, which lifts it), output
+/// backpressure beyond 1 MiB of unwritten replies (a batch of large GETs flushes without
+/// waiting), up to 64 segments per vectored write.
 pub fn connection_options() -> ConnectionOptions {
     ConnectionOptions::new()
         .input(
@@ -286,7 +290,7 @@ impl Value for PacketChain {
 /// `append`ed as the stored packets (zero-copy out).
 #[derive(Debug)]
 pub struct PipeOut {
-    pub writer: PipeWriter,
+    writer: PipeWriter,
     small: Vec<u8>,
 }
 

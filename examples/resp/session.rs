@@ -1,6 +1,6 @@
 //! One client's session, the same for both servers: answer every complete request in the
-//! buffer (the decoders hand them over as one batch), then flush the replies once; repeat until the client leaves, sends QUIT, or sends a
-//! request larger than the maximum.
+//! buffer (the decoders hand them over as one batch), then flush the replies once; repeat until
+//! the client leaves, sends QUIT, or sends a request larger than the maximum.
 
 use std::cell::RefCell;
 use std::future::poll_fn;
