@@ -1,0 +1,184 @@
+//! The accept loop: one current-thread tokio runtime, every connection a local task sharing one
+//! key space (single-threaded, as `redis-server` is), and a [`ServerHandle`] that runs a server
+//! on its own thread for tests and benchmarks.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use super::session::Shared;
+use super::store::{Stats, Store};
+use super::{pipe_server, tokio_util_server, Config};
+
+/// Which buffer layer serves the connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// packetpipe's duplex connection ([`pipe_server`]).
+    Pipe,
+    /// tokio-util's `Framed` ([`tokio_util_server`]).
+    TokioUtil,
+}
+
+/// Accept connections on `listener` until `shutdown` resolves, serving each with `serve` as a
+/// local task (call within a `LocalSet`).
+pub async fn accept_loop<V, S, F>(
+    listener: TcpListener,
+    store: Shared<V>,
+    config: Config,
+    serve: S,
+    shutdown: impl Future<Output = ()>,
+) where
+    V: 'static,
+    S: Fn(TcpStream, Shared<V>, Config) -> F,
+    F: Future<Output = ()> + 'static,
+{
+    let accept = async {
+        loop {
+            match listener.accept().await {
+                Ok((socket, _)) => {
+                    tokio::task::spawn_local(serve(socket, store.clone(), config));
+                }
+                Err(e) => {
+                    // Out of file descriptors, say: the connections that exist go on.
+                    eprintln!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        _ = accept => {}
+        _ = shutdown => {}
+    }
+}
+
+/// Serve connections of `flavor` on `listener` (a fresh key space, counted in `stats`) until
+/// `shutdown` resolves; call within a `LocalSet`.
+pub async fn serve(
+    flavor: Flavor,
+    listener: TcpListener,
+    config: Config,
+    stats: Arc<Stats>,
+    shutdown: impl Future<Output = ()>,
+) {
+    match flavor {
+        Flavor::Pipe => {
+            let store = Rc::new(RefCell::new(Store::new(stats)));
+            accept_loop(listener, store, config, pipe_server::serve, shutdown).await;
+        }
+        Flavor::TokioUtil => {
+            let store = Rc::new(RefCell::new(Store::new(stats)));
+            accept_loop(listener, store, config, tokio_util_server::serve, shutdown).await;
+        }
+    }
+}
+
+/// The servers' runtime: one current-thread runtime, and a `LocalSet` for the connections'
+/// tasks (they share the key space through an `Rc`).
+pub fn local_runtime() -> std::io::Result<(tokio::runtime::Runtime, tokio::task::LocalSet)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok((runtime, tokio::task::LocalSet::new()))
+}
+
+/// Run a server of `flavor` on `listener` on this thread until `shutdown` resolves.
+pub fn run(
+    flavor: Flavor,
+    listener: std::net::TcpListener,
+    config: Config,
+    stats: Arc<Stats>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let (runtime, local) = local_runtime()?;
+    local.block_on(&runtime, async move {
+        let listener = TcpListener::from_std(listener)?;
+        serve(flavor, listener, config, stats, shutdown).await;
+        Ok(())
+    })
+}
+
+/// The examples' `main`: `[ADDR] [--max-request BYTES]`, `listening on ADDR` once bound, then
+/// serve until killed.
+pub fn main(flavor: Flavor) {
+    let (addr, config) = match Config::from_args() {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    let listener = match std::net::TcpListener::bind(&addr) {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        }
+    };
+    match listener.local_addr() {
+        Ok(bound) => println!("listening on {bound}"),
+        Err(_) => println!("listening on {addr}"),
+    }
+    let forever = std::future::pending();
+    if let Err(e) = run(flavor, listener, config, Arc::default(), forever) {
+        eprintln!("server failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// A server running on its own thread, on a free loopback port; dropping it stops the server
+/// (closing every connection) and joins the thread.
+pub struct ServerHandle {
+    pub addr: SocketAddr,
+    stats: Arc<Stats>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    pub fn start(flavor: Flavor, config: Config) -> ServerHandle {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().expect("a bound address");
+        let stats = Arc::new(Stats::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread_stats = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{flavor:?} server"))
+            .spawn(move || {
+                let shutdown = async move {
+                    let _ = stopped.await;
+                };
+                run(flavor, listener, config, thread_stats, shutdown).expect("the server runs");
+            })
+            .expect("spawn the server thread");
+        ServerHandle {
+            addr,
+            stats,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Requests answered so far (published once per batch).
+    pub fn requests(&self) -> u64 {
+        self.stats.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
