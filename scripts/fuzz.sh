@@ -16,6 +16,9 @@
 #   LengthDelimitedCodec, LinesCodec and AnyDelimiterCodec: the same frames and the same errors at
 #   the same point (fuzz/src/frame_decoders.rs, the harness the proptests of
 #   tests/frame_differential.rs use too). About 3,000 runs/s.
+# - resp_parser: the RESP example's request parser (examples/resp/, included by path) on arbitrary
+#   bytes, whole and cut at random points, through the packetpipe decoder and the tokio-util codec:
+#   the same commands and the same fatal errors (fuzz/src/resp_parser.rs). About 4,000 runs/s.
 #
 # The committed corpus (fuzz/corpus/<target>/) is only read: new inputs libFuzzer finds go to a
 # scratch copy under target/fuzz-work/, so a run never dirties the tree. A crash (a failed check or

@@ -18,6 +18,10 @@ mod pipe_ops;
 #[path = "../fuzz/src/frame_decoders.rs"]
 mod frame_decoders;
 
+#[cfg(feature = "tokio")]
+#[path = "../fuzz/src/resp_parser.rs"]
+mod resp_parser;
+
 /// Every input file of `target` in the corpus and regression directories.
 fn inputs(target: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
@@ -109,6 +113,32 @@ fn frame_decoders_random_inputs_pass() {
             &format!("random seed {seed}"),
             &random_input(seed ^ 0xF4A3),
             frame_decoders::run,
+        );
+    }
+}
+
+#[test]
+#[cfg(feature = "tokio")]
+fn resp_parser_corpus_and_regressions_pass() {
+    let files = inputs("resp_parser");
+    assert!(
+        !files.is_empty(),
+        "no committed inputs found under fuzz/corpus/resp_parser"
+    );
+    for path in files {
+        let data = std::fs::read(&path).expect("read input");
+        replay(&path.display().to_string(), &data, resp_parser::run);
+    }
+}
+
+#[test]
+#[cfg(feature = "tokio")]
+fn resp_parser_random_inputs_pass() {
+    for seed in 0..random_inputs() as u64 {
+        replay(
+            &format!("random seed {seed}"),
+            &random_input(seed ^ 0x5E59),
+            resp_parser::run,
         );
     }
 }
