@@ -1,0 +1,54 @@
+//! One row of the peers bench (`benches/peers.rs`), run once for a given number of frames: for a
+//! quick look at a row and for `perf stat`, which gives the context switches per frame.
+//!
+//! ```text
+//! cargo build --release --example peers_stream
+//! GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 \
+//!     perf stat -e context-switches target/release/examples/peers_stream threads 4096 packetpipe_write 200000
+//! ```
+//!
+//! Arguments: mode (`threads` or `tasks`), frame size (bytes, or `64B` / `4KiB` / `64KiB`), row
+//! (`packetpipe_write`, `packetpipe_buffer_mut`, `packetpipe_frames`, `duplex`, `piper`,
+//! `mpsc_bytes`, `rtrb` (threads only), `memcpy`) and frame count (default 100,000). Prints the frames, the time
+//! per frame and the checksum verdict (a mismatch panics and exits non-zero). The tasks mode's
+//! runtime is built before the clock starts; perf's count covers the whole process (runtime
+//! start-up included), so use enough frames that the stream dominates.
+
+// The bench's own settings (sizes, frames per iteration) are unused here.
+#[allow(dead_code)]
+#[path = "../benches/peers/workloads.rs"]
+mod workloads;
+
+use workloads::{Mode, ROWS};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = || -> ! {
+        eprintln!(
+            "usage: peers_stream <threads|tasks> <size> <row> [frames]\n  rows: {} (rtrb: threads only)",
+            ROWS.join(", ")
+        );
+        std::process::exit(2)
+    };
+    if args.len() < 3 || args.len() > 4 {
+        usage();
+    }
+    let mode = Mode::parse(&args[0]).unwrap_or_else(|| usage());
+    let size = workloads::parse_size(&args[1]).unwrap_or_else(|| usage());
+    let row = workloads::rows(mode)
+        .find(|r| *r == args[2])
+        .unwrap_or_else(|| usage());
+    let frames: u64 = match args.get(3) {
+        Some(n) => n.parse().unwrap_or_else(|_| usage()),
+        None => 100_000,
+    };
+    let runtime = workloads::runtime();
+    // `run` panics if the consumer's digest differs from the producer's.
+    let elapsed = workloads::run(mode, row, size, frames, &runtime);
+    println!(
+        "peers/{}/{}/{row}: {frames} frames, {:.1} ns/frame, checksum OK",
+        mode.name(),
+        workloads::size_label(size),
+        elapsed.as_nanos() as f64 / frames as f64
+    );
+}
