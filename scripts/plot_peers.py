@@ -164,7 +164,7 @@ def svg(results, note):
     lo = 10 ** math.floor(math.log10(min(values)))
     hi = 10 ** math.ceil(math.log10(max(values)))
     panel_w, panel_h = 420, 380
-    left, top, gap = 80, 70, 90
+    left, top, gap = 80, 84, 90
     legend_h = 24 * ((len(ROWS) + 3) // 4) + 20
     width = left + 2 * panel_w + gap + 30
     height = top + panel_h + 60 + legend_h
