@@ -42,7 +42,14 @@ fn main() {
         Some(n) => n.parse().unwrap_or_else(|_| usage()),
         None => 100_000,
     };
-    let runtime = workloads::runtime();
+    // Threads mode does not use the runtime: give it one without worker threads, so perf counts
+    // no context switches of idle workers.
+    let runtime = match mode {
+        Mode::Tasks => workloads::runtime(),
+        Mode::Threads => tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime"),
+    };
     // `run` panics if the consumer's digest differs from the producer's.
     let elapsed = workloads::run(mode, row, size, frames, &runtime);
     println!(
