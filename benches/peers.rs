@@ -65,7 +65,10 @@
 //! `iter_custom`: one criterion iteration is N frames (4 MiB of payload, 256 to 20,000 frames:
 //! 20,000 at 64 B, 1,024 at 4 KiB, 256 at 64 KiB), `Throughput::Elements(N)`, so criterion's
 //! per-iteration estimate divided by N is the time per frame (`scripts/plot_peers.py` does
-//! that). 10 samples, 1 s warm-up, 3 s measurement per row: 45 rows, about 4-5 minutes.
+//! that). 10 samples, 1 s warm-up, 3 s measurement per row (defaults the command line
+//! overrides): 45 rows, about 5 minutes including the build. A quick check:
+//! `cargo bench --bench peers -- --warm-up-time 0.5 --measurement-time 1`; one mode or size:
+//! `cargo bench --bench peers -- peers/threads/4KiB`.
 //!
 //! # Targets (issue 10, item 4), same run
 //!
@@ -97,11 +100,7 @@ fn peers(c: &mut Criterion) {
                 mode.name(),
                 workloads::size_label(size)
             ));
-            group
-                .throughput(Throughput::Elements(frames))
-                .sample_size(10)
-                .warm_up_time(Duration::from_secs(1))
-                .measurement_time(Duration::from_secs(3));
+            group.throughput(Throughput::Elements(frames));
             for row in workloads::rows(mode) {
                 group.bench_function(row, |b| {
                     b.iter_custom(|iters| workloads::run(mode, row, size, iters * frames, &runtime))
@@ -112,5 +111,13 @@ fn peers(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, peers);
+criterion_group! {
+    name = benches;
+    // Defaults that the command line overrides (`-- --warm-up-time 0.5 --measurement-time 1`).
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = peers
+}
 criterion_main!(benches);
