@@ -20,7 +20,8 @@
 //! Modes (criterion ids `peers/{threads|tasks}/{64B|4KiB|64KiB}/{row}`):
 //! - `threads`: producer and consumer on two OS threads, blocking APIs. The threads are spawned
 //!   for each criterion sample and meet at a barrier; the clock runs from the barrier to the
-//!   consumer's last frame and both joins.
+//!   consumer's last frame and both joins (the `duplex` row's two current-thread runtimes are
+//!   built inside it: microseconds, against samples of tens of milliseconds).
 //! - `tasks`: two tokio tasks on a 2-worker multi-thread runtime built once outside the timing;
 //!   the clock runs from before the two `spawn`s to both `await`s.
 //!
