@@ -159,18 +159,23 @@ impl Pool {
         Ok(PacketBuf::from_writer(block.into_writer(headroom)))
     }
 
-    #[inline]
+    #[inline(always)]
     fn rent_block(&self, size: usize) -> Result<FreeBlock, Error> {
         let shared = &self.handle.shared;
         match shared.config.class_of(size) {
             Some(class) => thread_cache::rent(shared, class),
-            None => {
-                let block = FreeBlock::allocate(size, UNPOOLED, Some(shared.clone()))?;
-                bump_shared(&shared.shared_counts.rents, 1);
-                bump_shared(&shared.shared_counts.unpooled, 1);
-                Ok(block)
-            }
+            None => self.rent_unpooled(size),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rent_unpooled(&self, size: usize) -> Result<FreeBlock, Error> {
+        let shared = &self.handle.shared;
+        let block = FreeBlock::allocate(size, UNPOOLED, Some(shared.clone()))?;
+        bump_shared(&shared.shared_counts.rents, 1);
+        bump_shared(&shared.shared_counts.unpooled, 1);
+        Ok(block)
     }
 
     /// Copy `data` into a fitted pooled buffer and seal it.
@@ -283,13 +288,19 @@ impl std::fmt::Debug for PoolMonitor {
 #[inline]
 pub(crate) fn recycle(block: FreeBlock) {
     if block.class() == UNPOOLED {
-        if let Some(pool) = block.pool() {
-            bump_shared(&pool.shared_counts.returns, 1);
-            bump_shared(&pool.shared_counts.frees, 1);
-        }
-        return; // dropping the block frees it
+        return free_unpooled(block);
     }
     thread_cache::recycle(block);
+}
+
+#[cold]
+#[inline(never)]
+fn free_unpooled(block: FreeBlock) {
+    if let Some(pool) = block.pool() {
+        bump_shared(&pool.shared_counts.returns, 1);
+        bump_shared(&pool.shared_counts.frees, 1);
+    }
+    drop(block); // frees it
 }
 
 /// Settings for a [`Pool`].

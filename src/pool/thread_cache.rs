@@ -23,7 +23,7 @@
 use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
-use super::stats::{bump, bump_shared, Slot};
+use super::stats::{bump, bump_shared, unbump, Slot};
 use crate::block::{FreeBlock, FreeStack};
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -40,7 +40,8 @@ struct ThreadCache {
     pool: Arc<PoolShared>,
     slot: Arc<Slot>,
     classes: Box<[Magazines]>,
-    cached_bytes: usize,
+    /// The pool's `clear_on_return`, copied here so a return reads no line of the shared state.
+    clear_on_return: bool,
 }
 
 impl ThreadCache {
@@ -58,70 +59,96 @@ impl ThreadCache {
             pool,
             slot,
             classes,
-            cached_bytes: 0,
+            clear_on_return: config.clear_on_return,
         }
     }
 
-    #[inline]
-    fn set_cached_bytes(&mut self, bytes: usize) {
-        self.cached_bytes = bytes;
-        self.slot
-            .cached_bytes
-            .store(bytes as u64, Ordering::Relaxed);
+    /// Payload bytes held in this cache.
+    fn cached_bytes(&self) -> usize {
+        self.classes
+            .iter()
+            .map(|mags| mags.loaded.bytes() + mags.spare.bytes())
+            .sum()
     }
 
-    #[inline]
+    /// The hot path of a rent: a block from the loaded magazine, or `None` when it is empty.
+    /// Counted here: one rent, and the block's bytes leave the cache.
+    #[inline(always)]
+    fn pop(&mut self, class: usize) -> Option<FreeBlock> {
+        let block = self.classes.get_mut(class)?.loaded.pop()?;
+        bump(&self.slot.rents, 1);
+        unbump(&self.slot.cached_bytes, block.capacity() as u64);
+        Some(block)
+    }
+
+    /// A rent that the loaded magazine cannot serve: the spare magazine, a magazine from the
+    /// depot, or a fresh allocation.
+    #[cold]
+    #[inline(never)]
     fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
         let mags = &mut self.classes[class];
         if mags.loaded.is_empty() {
             if !mags.spare.is_empty() {
                 std::mem::swap(&mut mags.loaded, &mut mags.spare);
             } else if let Some(magazine) = self.pool.take_magazine(class) {
-                self.cached_bytes += magazine.bytes();
+                bump(&self.slot.cached_bytes, magazine.bytes() as u64);
                 mags.loaded = magazine;
             }
         }
-        let block = match mags.loaded.pop() {
-            Some(block) => {
-                let bytes = self.cached_bytes - block.capacity();
-                self.set_cached_bytes(bytes);
-                block
-            }
-            None => {
-                let size = self.pool.config.class_size(class);
-                let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
-                bump(&self.slot.fresh, 1);
-                block
-            }
-        };
+        if let Some(block) = self.pop(class) {
+            return Ok(block);
+        }
+        let size = self.pool.config.class_size(class);
+        let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
+        bump(&self.slot.fresh, 1);
         bump(&self.slot.rents, 1);
         Ok(block)
     }
 
-    #[inline]
-    fn recycle(&mut self, mut block: FreeBlock) {
-        bump(&self.slot.returns, 1);
+    /// The hot path of a return: into the loaded magazine if it has room; else back to the caller.
+    #[inline(always)]
+    fn push(&mut self, mut block: FreeBlock) -> Result<(), FreeBlock> {
         // No check of the pool's `closed` flag here: the sweep at the start of this operation
         // dropped the caches of pools closed before it, and a pool closing since is seen by the
         // next operation's sweep (or this thread's exit), which frees this block with the cache.
-        if self.pool.config.clear_on_return {
+        let Some(mags) = self.classes.get_mut(block.class() as usize) else {
+            return Err(block);
+        };
+        if mags.loaded.len() >= mags.capacity {
+            return Err(block);
+        }
+        if self.clear_on_return {
             block.zero_payload();
         }
+        bump(&self.slot.returns, 1);
+        bump(&self.slot.cached_bytes, block.capacity() as u64);
+        mags.loaded.push(block);
+        Ok(())
+    }
+
+    /// A return: into the loaded magazine, swapping in the spare or spilling a full magazine to
+    /// the depot when the loaded one is full.
+    #[cold]
+    #[inline(never)]
+    fn recycle(&mut self, block: FreeBlock) {
         let class = block.class() as usize;
         let mags = &mut self.classes[class];
-        let mut bytes = self.cached_bytes + block.capacity();
         if mags.loaded.len() >= mags.capacity {
             if mags.spare.is_empty() {
                 std::mem::swap(&mut mags.loaded, &mut mags.spare);
             } else {
                 let full = std::mem::replace(&mut mags.spare, FreeStack::new());
                 std::mem::swap(&mut mags.loaded, &mut mags.spare);
-                bytes -= full.bytes();
+                unbump(&self.slot.cached_bytes, full.bytes() as u64);
                 self.pool.put_magazine(class, full);
             }
         }
-        mags.loaded.push(block);
-        self.set_cached_bytes(bytes);
+        if let Err(block) = self.push(block) {
+            unreachable!(
+                "a magazine with room refused block of class {}",
+                block.class()
+            );
+        }
     }
 
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
@@ -133,12 +160,12 @@ impl ThreadCache {
             self.pool.put_magazine(class, loaded);
             self.pool.put_magazine(class, spare);
         }
-        self.set_cached_bytes(0);
+        self.slot.cached_bytes.store(0, Ordering::Relaxed);
     }
 
     /// Free every cached block of this thread; returns the payload bytes freed.
     fn trim(&mut self) -> usize {
-        let freed_bytes = self.cached_bytes;
+        let freed_bytes = self.cached_bytes();
         let mut freed = 0;
         for mags in self.classes.iter_mut() {
             freed += mags.loaded.len() + mags.spare.len();
@@ -146,7 +173,7 @@ impl ThreadCache {
             mags.spare = FreeStack::new();
         }
         bump(&self.slot.frees, freed as u64);
-        self.set_cached_bytes(0);
+        self.slot.cached_bytes.store(0, Ordering::Relaxed);
         freed_bytes
     }
 }
@@ -164,11 +191,14 @@ impl Drop for ThreadCache {
     }
 }
 
-/// This thread's caches, one per pool it has used (usually one or two, so a linear scan).
+/// This thread's caches, one per pool it has used. The one used last is `hot` and checked first
+/// (most threads use one pool, so a rent or return finds it with one compare); the others are
+/// scanned linearly and a hit moves to the front.
 struct ThreadCaches {
-    caches: Vec<ThreadCache>,
-    /// Set by a pool closing while this thread has a cache for it.
-    notice: NoticeField,
+    hot: Option<ThreadCache>,
+    others: Vec<ThreadCache>,
+    /// Set by a pool closing while this thread has a cache for it; made with the first cache.
+    notice: Option<NoticeField>,
 }
 
 #[cfg(not(packetpipe_loom))]
@@ -178,58 +208,82 @@ type NoticeField = CloseNotice;
 #[cfg(packetpipe_loom)]
 type NoticeField = std::mem::ManuallyDrop<CloseNotice>;
 
-impl Default for ThreadCaches {
-    fn default() -> ThreadCaches {
-        let notice = Arc::new(AtomicBool::new(false));
-        #[cfg(packetpipe_loom)]
-        let notice = std::mem::ManuallyDrop::new(notice);
+impl ThreadCaches {
+    /// No cache and no notice yet: a constant, so the thread-local needs no lazy initialization.
+    const fn new() -> ThreadCaches {
         ThreadCaches {
-            caches: Vec::new(),
-            notice,
+            hot: None,
+            others: Vec::new(),
+            notice: None,
         }
     }
-}
 
-impl ThreadCaches {
     /// Drop the caches of pools closed since the last sweep, if a closing pool said so.
-    #[inline]
+    #[inline(always)]
     fn sweep_if_needed(&mut self) {
         // Relaxed: a stale `false` only delays the sweep to a later operation; the swap in
         // `sweep` is what synchronizes with the closer.
-        if self.notice.load(Ordering::Relaxed) {
-            self.sweep();
+        if let Some(notice) = &self.notice {
+            if notice.load(Ordering::Relaxed) {
+                self.sweep();
+            }
         }
     }
 
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) {
+        let Some(notice) = &self.notice else { return };
         // Acquire pairs with the closer's Release store, made after it set `closed`: every pool
         // that set the notice is seen closed below. A pool closing after this swap sets it again.
-        if self.notice.swap(false, Ordering::Acquire) {
+        if notice.swap(false, Ordering::Acquire) {
             // Dropping a closed pool's cache frees its blocks, its slot and its shared state.
-            self.caches.retain(|c| !c.pool.is_closed());
+            if self.hot.as_ref().is_some_and(|c| c.pool.is_closed()) {
+                self.hot = None;
+            }
+            self.others.retain(|c| !c.pool.is_closed());
         }
     }
 
-    #[inline]
+    /// The hot cache, if it is `pool`'s.
+    #[inline(always)]
+    fn hot(&mut self, pool: &PoolShared) -> Option<&mut ThreadCache> {
+        self.hot
+            .as_mut()
+            .filter(|c| std::ptr::eq(Arc::as_ptr(&c.pool), pool))
+    }
+
+    /// This thread's cache for `pool`, moved to the front, or `None`.
     fn find(&mut self, pool: &Arc<PoolShared>) -> Option<&mut ThreadCache> {
-        self.caches.iter_mut().find(|c| Arc::ptr_eq(&c.pool, pool))
+        if self.hot(pool).is_none() {
+            let index = self
+                .others
+                .iter()
+                .position(|c| Arc::ptr_eq(&c.pool, pool))?;
+            let cache = self.others.swap_remove(index);
+            if let Some(previous) = self.hot.replace(cache) {
+                self.others.push(previous);
+            }
+        }
+        self.hot.as_mut()
     }
 
     /// This thread's cache for `pool`, registered if there is none (the slow path: the pool must
     /// be open, or the cache would only hold blocks nobody can rent).
-    #[inline]
     fn get_or_register(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
-        let index = match self.caches.iter().position(|c| Arc::ptr_eq(&c.pool, pool)) {
-            Some(index) => index,
-            None => {
-                let cache = ThreadCache::new(pool.clone(), &self.notice);
-                self.caches.push(cache);
-                self.caches.len() - 1
+        if self.find(pool).is_none() {
+            let notice = self.notice.get_or_insert_with(|| {
+                let notice = Arc::new(AtomicBool::new(false));
+                #[cfg(packetpipe_loom)]
+                let notice = std::mem::ManuallyDrop::new(notice);
+                notice
+            });
+            let cache = ThreadCache::new(pool.clone(), notice);
+            if let Some(previous) = self.hot.replace(cache) {
+                self.others.push(previous);
             }
-        };
-        &mut self.caches[index]
+        }
+        self.hot.as_mut().expect("registered above")
     }
 }
 
@@ -242,38 +296,63 @@ impl ThreadCaches {
 impl Drop for ThreadCaches {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            std::mem::forget(std::mem::take(&mut self.caches));
+            std::mem::forget(self.hot.take());
+            std::mem::forget(std::mem::take(&mut self.others));
         } else {
-            // SAFETY: `notice` is dropped only here, once, as the whole value is being dropped.
-            unsafe { std::mem::ManuallyDrop::drop(&mut self.notice) };
+            // Caches first: each one's slot entry holds its own clone of the notice.
+            self.hot = None;
+            self.others.clear();
+            if let Some(notice) = self.notice.as_mut() {
+                // SAFETY: `notice` is dropped only here, once, as the whole value is being dropped.
+                unsafe { std::mem::ManuallyDrop::drop(notice) };
+            }
         }
     }
 }
 
+#[cfg(not(packetpipe_loom))]
 thread_local! {
-    static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::default());
+    static CACHES: RefCell<ThreadCaches> = const { RefCell::new(ThreadCaches::new()) };
+}
+
+// Loom's `thread_local!` takes no `const` initializer.
+#[cfg(packetpipe_loom)]
+thread_local! {
+    static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::new());
 }
 
 /// Run `f` on this thread's caches after a sweep; `None` if thread-local storage is being torn
 /// down or already borrowed (a drop running inside the cache code).
-#[inline]
-fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> R) -> Option<R> {
+#[inline(always)]
+fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> Option<R>) -> Option<R> {
     let mut f = Some(f);
     CACHES
         .try_with(|caches| {
             let mut caches = caches.try_borrow_mut().ok()?;
             let f = f.take()?;
             caches.sweep_if_needed();
-            Some(f(&mut caches))
+            f(&mut caches)
         })
         .ok()
         .flatten()
 }
 
 /// Rent a free block of `class` from this thread's cache, the depot, or the system.
-#[inline]
+///
+/// The hot path (this thread's cache of `pool` is the hot one and its loaded magazine has a
+/// block) is inlined into the caller; everything else is [`rent_slow`].
+#[inline(always)]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    if let Some(result) = with_caches(|caches| caches.get_or_register(pool).rent(class)) {
+    match with_caches(|caches| caches.hot(pool)?.pop(class)) {
+        Some(block) => Ok(block),
+        None => rent_slow(pool, class),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
+    if let Some(result) = with_caches(|caches| Some(caches.get_or_register(pool).rent(class))) {
         return result;
     }
     // No thread cache: go to the depot directly.
@@ -296,11 +375,35 @@ pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Er
 }
 
 /// Take back a pooled block whose last reference was dropped.
+///
+/// The hot path (the block's pool is this thread's hot cache and the loaded magazine has room)
+/// takes no branch out of this function; everything else is [`recycle_slow`].
 #[inline]
 pub(crate) fn recycle(block: FreeBlock) {
     let mut pending = Some(block);
     with_caches(|caches| {
-        let Some(block) = pending.take() else { return };
+        let block = pending.take()?;
+        let pool = block.pool().expect("pooled blocks belong to a pool");
+        let Some(cache) = caches.hot(pool) else {
+            pending = Some(block);
+            return None;
+        };
+        if let Err(block) = cache.push(block) {
+            pending = Some(block);
+        }
+        Some(())
+    });
+    if let Some(block) = pending {
+        recycle_slow(block);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn recycle_slow(block: FreeBlock) {
+    let mut pending = Some(block);
+    with_caches(|caches| {
+        let block = pending.take()?;
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
         let pool = block.pool().expect("pooled blocks belong to a pool");
         if let Some(cache) = caches.find(pool) {
@@ -311,6 +414,7 @@ pub(crate) fn recycle(block: FreeBlock) {
         } else {
             caches.get_or_register(pool).recycle(block);
         }
+        Some(())
     });
     if let Some(mut block) = pending {
         // No thread cache: keep the pool alive independently of the block, which may be freed.
@@ -320,7 +424,7 @@ pub(crate) fn recycle(block: FreeBlock) {
             .clone();
         bump_shared(&pool.shared_counts.returns, 1);
         // The depot hands this block to the next renter as is: clear it here, as the cached path
-        // does in `ThreadCache::recycle`.
+        // does in `ThreadCache::push`.
         if pool.config.clear_on_return {
             block.zero_payload();
         }
@@ -339,11 +443,14 @@ fn free_closed(block: FreeBlock) {
 
 /// Free this thread's cached blocks of `pool` (registering no cache); returns the bytes freed.
 pub(crate) fn trim(pool: &Arc<PoolShared>) -> usize {
-    with_caches(|caches| caches.find(pool).map_or(0, ThreadCache::trim)).unwrap_or(0)
+    with_caches(|caches| Some(caches.find(pool).map_or(0, ThreadCache::trim))).unwrap_or(0)
 }
 
 /// Drop this thread's caches of closed pools now (the closing thread calls this so its own cache
 /// goes at once, without waiting for its next pool operation). Registers nothing.
 pub(crate) fn sweep_closed() {
-    with_caches(ThreadCaches::sweep);
+    with_caches(|caches| {
+        caches.sweep();
+        Some(())
+    });
 }
