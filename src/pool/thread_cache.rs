@@ -40,8 +40,8 @@ struct ThreadCache {
     pool: Arc<PoolShared>,
     slot: Arc<Slot>,
     classes: Box<[Magazines]>,
-    /// The pool's `clear_on_return`, copied here so a return reads no line of the shared state.
-    clear_on_return: bool,
+    /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
+    notice: CloseNotice,
 }
 
 impl ThreadCache {
@@ -59,7 +59,7 @@ impl ThreadCache {
             pool,
             slot,
             classes,
-            clear_on_return: config.clear_on_return,
+            notice: CloseNotice::clone(notice),
         }
     }
 
@@ -117,7 +117,7 @@ impl ThreadCache {
         if mags.loaded.len() >= mags.capacity {
             return Err(block);
         }
-        if self.clear_on_return {
+        if self.pool.config.clear_on_return {
             block.zero_payload();
         }
         bump(&self.slot.returns, 1);
@@ -337,13 +337,37 @@ fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> Option<R>) -> Option<R> {
         .flatten()
 }
 
+/// Run `f` on this thread's hot cache if `is_pool` says it is the right pool's and no pool closed
+/// since the last sweep; `None` otherwise, and when thread-local storage is torn down or in use.
+#[inline(always)]
+fn with_hot<R>(
+    is_pool: impl FnOnce(&Arc<PoolShared>) -> bool,
+    f: impl FnOnce(&mut ThreadCache) -> Option<R>,
+) -> Option<R> {
+    CACHES
+        .try_with(|caches| {
+            let mut caches = caches.try_borrow_mut().ok()?;
+            let cache = caches.hot.as_mut()?;
+            // The pool compared first: `hot` is `None` exactly when its pool pointer is null, so
+            // this one compare also checks that there is a hot cache. Then the sweep check of
+            // `with_caches`, on the hot cache's copy of the notice (Relaxed, as there): set, the
+            // caller takes its slow path, which sweeps.
+            if !is_pool(&cache.pool) || cache.notice.load(Ordering::Relaxed) {
+                return None;
+            }
+            f(cache)
+        })
+        .ok()
+        .flatten()
+}
+
 /// Rent a free block of `class` from this thread's cache, the depot, or the system.
 ///
 /// The hot path (this thread's cache of `pool` is the hot one and its loaded magazine has a
 /// block) is inlined into the caller; everything else is [`rent_slow`].
 #[inline(always)]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    match with_caches(|caches| caches.hot(pool)?.pop(class)) {
+    match with_hot(|own| Arc::ptr_eq(own, pool), |cache| cache.pop(class)) {
         Some(block) => Ok(block),
         None => rent_slow(pool, class),
     }
@@ -378,21 +402,17 @@ fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
 ///
 /// The hot path (the block's pool is this thread's hot cache and the loaded magazine has room)
 /// takes no branch out of this function; everything else is [`recycle_slow`].
-#[inline]
+#[inline(always)]
 pub(crate) fn recycle(block: FreeBlock) {
+    let home = block.pool_ptr();
     let mut pending = Some(block);
-    with_caches(|caches| {
-        let block = pending.take()?;
-        let pool = block.pool().expect("pooled blocks belong to a pool");
-        let Some(cache) = caches.hot(pool) else {
-            pending = Some(block);
-            return None;
-        };
-        if let Err(block) = cache.push(block) {
-            pending = Some(block);
-        }
-        Some(())
-    });
+    with_hot(
+        |pool| Arc::as_ptr(pool) == home,
+        |cache| {
+            pending = cache.push(pending.take()?).err();
+            Some(())
+        },
+    );
     if let Some(block) = pending {
         recycle_slow(block);
     }
