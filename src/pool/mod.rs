@@ -284,24 +284,12 @@ impl std::fmt::Debug for PoolMonitor {
     }
 }
 
-/// Send a block whose last reference dropped back to where it belongs: the one call a drop makes
-/// (its hot path, into this thread's cache, is inlined here).
+/// Send a block whose last reference dropped back to where it belongs: the one call a drop makes.
+/// Its hot path (into this thread's cache) is inlined here; unpooled blocks (freed) are told
+/// apart on the slow path, by their class being out of every cache's range.
 #[inline(never)]
 pub(crate) fn recycle(block: FreeBlock) {
-    if block.class() == UNPOOLED {
-        return free_unpooled(block);
-    }
     thread_cache::recycle(block);
-}
-
-#[cold]
-#[inline(never)]
-fn free_unpooled(block: FreeBlock) {
-    if let Some(pool) = block.pool() {
-        bump_shared(&pool.shared_counts.returns, 1);
-        bump_shared(&pool.shared_counts.frees, 1);
-    }
-    drop(block); // frees it
 }
 
 /// Settings for a [`Pool`].

@@ -24,7 +24,7 @@ use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
 use super::stats::{bump, bump_shared, unbump, Slot};
-use crate::block::{FreeBlock, FreeStack};
+use crate::block::{FreeBlock, FreeStack, UNPOOLED};
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
@@ -33,6 +33,10 @@ struct Magazines {
     loaded: FreeStack,
     spare: FreeStack,
     capacity: usize,
+    /// Blocks the fast return path may put in `loaded`: `capacity`, or 0 for a pool that clears
+    /// returned blocks (its returns all take the slow path, which clears them), so the fast path
+    /// tests one number for both.
+    fast_capacity: usize,
 }
 
 /// One thread's cache for one pool.
@@ -47,11 +51,20 @@ struct ThreadCache {
 impl ThreadCache {
     fn new(pool: Arc<PoolShared>, notice: &CloseNotice) -> ThreadCache {
         let config = pool.config;
+        // The fast return path finds an unpooled block's class (`UNPOOLED`) out of range.
+        assert!(
+            config.classes() < UNPOOLED as usize,
+            "too many size classes"
+        );
         let classes = (0..config.classes())
-            .map(|class| Magazines {
-                loaded: FreeStack::new(),
-                spare: FreeStack::new(),
-                capacity: config.magazine_len(class),
+            .map(|class| {
+                let capacity = config.magazine_len(class);
+                Magazines {
+                    loaded: FreeStack::new(),
+                    spare: FreeStack::new(),
+                    capacity,
+                    fast_capacity: if config.clear_on_return { 0 } else { capacity },
+                }
             })
             .collect();
         let slot = pool.claim_slot(notice);
@@ -105,20 +118,19 @@ impl ThreadCache {
         Ok(block)
     }
 
-    /// The hot path of a return: into the loaded magazine if it has room; else back to the caller.
+    /// The hot path of a return: into the loaded magazine if it has room (and the pool does not
+    /// clear returned blocks); else back to the caller. An unpooled block comes back too: its
+    /// class, `UNPOOLED`, is out of range.
     #[inline(always)]
-    fn push(&mut self, mut block: FreeBlock) -> Result<(), FreeBlock> {
+    fn push(&mut self, block: FreeBlock) -> Result<(), FreeBlock> {
         // No check of the pool's `closed` flag here: the sweep at the start of this operation
         // dropped the caches of pools closed before it, and a pool closing since is seen by the
         // next operation's sweep (or this thread's exit), which frees this block with the cache.
         let Some(mags) = self.classes.get_mut(block.class() as usize) else {
             return Err(block);
         };
-        if mags.loaded.len() >= mags.capacity {
+        if mags.loaded.len() >= mags.fast_capacity {
             return Err(block);
-        }
-        if self.pool.config.clear_on_return {
-            block.zero_payload();
         }
         bump(&self.slot.returns, 1);
         bump(&self.slot.cached_bytes, block.capacity() as u64);
@@ -126,11 +138,15 @@ impl ThreadCache {
         Ok(())
     }
 
-    /// A return: into the loaded magazine, swapping in the spare or spilling a full magazine to
-    /// the depot when the loaded one is full.
+    /// A return the fast path left: clear the block if the pool says so, then into the loaded
+    /// magazine, swapping in the spare or spilling a full magazine to the depot when the loaded
+    /// one is full.
     #[cold]
     #[inline(never)]
-    fn recycle(&mut self, block: FreeBlock) {
+    fn recycle(&mut self, mut block: FreeBlock) {
+        if self.pool.config.clear_on_return {
+            block.zero_payload();
+        }
         let class = block.class() as usize;
         let mags = &mut self.classes[class];
         if mags.loaded.len() >= mags.capacity {
@@ -143,12 +159,9 @@ impl ThreadCache {
                 self.pool.put_magazine(class, full);
             }
         }
-        if let Err(block) = self.push(block) {
-            unreachable!(
-                "a magazine with room refused block of class {}",
-                block.class()
-            );
-        }
+        bump(&self.slot.returns, 1);
+        bump(&self.slot.cached_bytes, block.capacity() as u64);
+        mags.loaded.push(block);
     }
 
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
@@ -269,9 +282,13 @@ impl ThreadCaches {
     }
 
     /// This thread's cache for `pool`, registered if there is none (the slow path: the pool must
-    /// be open, or the cache would only hold blocks nobody can rent).
-    fn get_or_register(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
+    /// be open, or the cache would only hold blocks nobody can rent); `None` if this thread is
+    /// exiting and has dropped its caches already (see [`may_register`]).
+    fn get_or_register(&mut self, pool: &Arc<PoolShared>) -> Option<&mut ThreadCache> {
         if self.find(pool).is_none() {
+            if !may_register() {
+                return None;
+            }
             let notice = self.notice.get_or_insert_with(|| {
                 let notice = Arc::new(AtomicBool::new(false));
                 #[cfg(packetpipe_loom)]
@@ -283,7 +300,7 @@ impl ThreadCaches {
                 self.others.push(previous);
             }
         }
-        self.hot.as_mut().expect("registered above")
+        self.hot.as_mut()
     }
 }
 
@@ -310,15 +327,61 @@ impl Drop for ThreadCaches {
     }
 }
 
+/// Normal builds: the caches live in a `const` thread-local whose value needs no destructor (it is
+/// wrapped in `ManuallyDrop`), so reaching it is a plain thread-local address, with no check of a
+/// "not yet initialized / already destroyed" state on every rent and return. A second
+/// thread-local, [`Teardown`], made when the thread registers its first cache, drops the caches
+/// when the thread exits.
+#[cfg(not(packetpipe_loom))]
+type Stored = std::mem::ManuallyDrop<ThreadCaches>;
+
+/// Loom builds: loom takes all of a thread's locals out before dropping any, so `Teardown` could
+/// not reach the caches there; the caches' own destructor runs instead (`Drop for ThreadCaches`).
+#[cfg(packetpipe_loom)]
+type Stored = ThreadCaches;
+
 #[cfg(not(packetpipe_loom))]
 thread_local! {
-    static CACHES: RefCell<ThreadCaches> = const { RefCell::new(ThreadCaches::new()) };
+    static CACHES: RefCell<Stored> =
+        const { RefCell::new(std::mem::ManuallyDrop::new(ThreadCaches::new())) };
+    static TEARDOWN: Teardown = const { Teardown };
 }
 
 // Loom's `thread_local!` takes no `const` initializer.
 #[cfg(packetpipe_loom)]
 thread_local! {
-    static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::new());
+    static CACHES: RefCell<Stored> = RefCell::new(ThreadCaches::new());
+}
+
+/// Drops this thread's caches when the thread exits (normal builds; see [`Stored`]).
+#[cfg(not(packetpipe_loom))]
+struct Teardown;
+
+#[cfg(not(packetpipe_loom))]
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        // Taken out first and dropped after the borrow ends. `CACHES` has no destructor, so it is
+        // reachable for as long as the thread runs; from here on `may_register` says no and later
+        // returns (another thread-local's destructor dropping a packet) go to the depot.
+        let caches = CACHES
+            .try_with(|caches| {
+                let mut caches = caches.try_borrow_mut().ok()?;
+                Some(std::mem::replace(&mut **caches, ThreadCaches::new()))
+            })
+            .ok()
+            .flatten();
+        drop(caches);
+    }
+}
+
+/// Whether this thread may register a cache: not once it is dropping its caches at exit (a cache
+/// made then would never be dropped). The first call registers [`Teardown`].
+#[inline]
+fn may_register() -> bool {
+    #[cfg(not(packetpipe_loom))]
+    return TEARDOWN.try_with(|_| ()).is_ok();
+    #[cfg(packetpipe_loom)]
+    return true;
 }
 
 /// Run `f` on this thread's caches after a sweep; `None` if thread-local storage is being torn
@@ -376,7 +439,7 @@ pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Er
 #[cold]
 #[inline(never)]
 fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    if let Some(result) = with_caches(|caches| Some(caches.get_or_register(pool).rent(class))) {
+    if let Some(result) = with_caches(|caches| Some(caches.get_or_register(pool)?.rent(class))) {
         return result;
     }
     // No thread cache: go to the depot directly.
@@ -421,18 +484,21 @@ pub(crate) fn recycle(block: FreeBlock) {
 #[cold]
 #[inline(never)]
 fn recycle_slow(block: FreeBlock) {
+    if block.class() == UNPOOLED {
+        return free_unpooled(block);
+    }
     let mut pending = Some(block);
     with_caches(|caches| {
         let block = pending.take()?;
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
         let pool = block.pool().expect("pooled blocks belong to a pool");
-        if let Some(cache) = caches.find(pool) {
-            cache.recycle(block);
-        } else if pool.is_closed() {
+        if pool.is_closed() && caches.find(pool).is_none() {
             // A closed pool caches nothing: free the block without registering a cache.
             free_closed(block);
+        } else if caches.get_or_register(pool).is_some() {
+            caches.find(pool).expect("registered").recycle(block);
         } else {
-            caches.get_or_register(pool).recycle(block);
+            pending = Some(block); // exiting: to the depot
         }
         Some(())
     });
@@ -450,6 +516,16 @@ fn recycle_slow(block: FreeBlock) {
         }
         pool.put_block(block);
     }
+}
+
+/// Free a block allocated outside the size classes.
+#[cold]
+fn free_unpooled(block: FreeBlock) {
+    if let Some(pool) = block.pool() {
+        bump_shared(&pool.shared_counts.returns, 1);
+        bump_shared(&pool.shared_counts.frees, 1);
+    }
+    drop(block); // frees it
 }
 
 /// Free a block of a closed pool that this thread has no cache for.
