@@ -29,9 +29,10 @@ use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
 
+/// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
+/// fast paths touch only this, and 32 bytes index with one shift).
 struct Magazines {
     loaded: FreeStack,
-    spare: FreeStack,
     capacity: usize,
     /// Blocks the fast return path may put in `loaded`: `capacity`, or 0 for a pool that clears
     /// returned blocks (its returns all take the slow path, which clears them), so the fast path
@@ -44,6 +45,8 @@ struct ThreadCache {
     pool: Arc<PoolShared>,
     slot: Arc<Slot>,
     classes: Box<[Magazines]>,
+    /// Each class's second magazine, swapped with `loaded` when that runs empty or full.
+    spares: Box<[FreeStack]>,
     /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
     notice: CloseNotice,
 }
@@ -61,27 +64,26 @@ impl ThreadCache {
                 let capacity = config.magazine_len(class);
                 Magazines {
                     loaded: FreeStack::new(),
-                    spare: FreeStack::new(),
                     capacity,
                     fast_capacity: if config.clear_on_return { 0 } else { capacity },
                 }
             })
             .collect();
+        let spares = (0..config.classes()).map(|_| FreeStack::new()).collect();
         let slot = pool.claim_slot(notice);
         ThreadCache {
             pool,
             slot,
             classes,
+            spares,
             notice: CloseNotice::clone(notice),
         }
     }
 
     /// Payload bytes held in this cache.
     fn cached_bytes(&self) -> usize {
-        self.classes
-            .iter()
-            .map(|mags| mags.loaded.bytes() + mags.spare.bytes())
-            .sum()
+        let loaded: usize = self.classes.iter().map(|mags| mags.loaded.bytes()).sum();
+        loaded + self.spares.iter().map(FreeStack::bytes).sum::<usize>()
     }
 
     /// The hot path of a rent: a block from the loaded magazine, or `None` when it is empty.
@@ -99,10 +101,10 @@ impl ThreadCache {
     #[cold]
     #[inline(never)]
     fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
-        let mags = &mut self.classes[class];
+        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
         if mags.loaded.is_empty() {
-            if !mags.spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+            if !spare.is_empty() {
+                std::mem::swap(&mut mags.loaded, spare);
             } else if let Some(magazine) = self.pool.take_magazine(class) {
                 bump(&self.slot.cached_bytes, magazine.bytes() as u64);
                 mags.loaded = magazine;
@@ -148,13 +150,13 @@ impl ThreadCache {
             block.zero_payload();
         }
         let class = block.class() as usize;
-        let mags = &mut self.classes[class];
+        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
         if mags.loaded.len() >= mags.capacity {
-            if mags.spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+            if spare.is_empty() {
+                std::mem::swap(&mut mags.loaded, spare);
             } else {
-                let full = std::mem::replace(&mut mags.spare, FreeStack::new());
-                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+                let full = std::mem::replace(spare, FreeStack::new());
+                std::mem::swap(&mut mags.loaded, spare);
                 unbump(&self.slot.cached_bytes, full.bytes() as u64);
                 self.pool.put_magazine(class, full);
             }
@@ -167,9 +169,8 @@ impl ThreadCache {
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
     fn flush(&mut self) {
         for class in 0..self.classes.len() {
-            let mags = &mut self.classes[class];
-            let loaded = std::mem::replace(&mut mags.loaded, FreeStack::new());
-            let spare = std::mem::replace(&mut mags.spare, FreeStack::new());
+            let loaded = std::mem::replace(&mut self.classes[class].loaded, FreeStack::new());
+            let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
             self.pool.put_magazine(class, loaded);
             self.pool.put_magazine(class, spare);
         }
@@ -181,9 +182,12 @@ impl ThreadCache {
         let freed_bytes = self.cached_bytes();
         let mut freed = 0;
         for mags in self.classes.iter_mut() {
-            freed += mags.loaded.len() + mags.spare.len();
+            freed += mags.loaded.len();
             mags.loaded = FreeStack::new();
-            mags.spare = FreeStack::new();
+        }
+        for spare in self.spares.iter_mut() {
+            freed += spare.len();
+            *spare = FreeStack::new();
         }
         bump(&self.slot.frees, freed as u64);
         self.slot.cached_bytes.store(0, Ordering::Relaxed);
