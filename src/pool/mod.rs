@@ -185,7 +185,7 @@ impl Pool {
     /// let packet = pool.copy_from_slice(b"frame").unwrap();
     /// assert_eq!(&packet[..], b"frame");
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
         let mut buf = self.rent(data.len().max(1))?;
         buf.extend_from_slice(data)?;
