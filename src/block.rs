@@ -77,8 +77,9 @@ fn header<'a>(block: NonNull<Header>) -> &'a Header {
     unsafe { block.as_ref() }
 }
 
-/// Drop one counted reference; the last one hands the block back to its pool.
-#[inline]
+/// Drop one counted reference; the last one hands the block back to its pool (out of line: one
+/// call from each drop site to `pool::recycle`).
+#[inline(always)]
 fn release(block: NonNull<Header>) {
     let refs = &header(block).refs;
     // Fast path for the sole holder: with one reference there is no one to race, so skip the
@@ -165,6 +166,15 @@ impl FreeBlock {
         header(self.0).capacity
     }
 
+    /// The address of this block's pool (null for none), to compare with `Arc::as_ptr`.
+    #[inline]
+    pub(crate) fn pool_ptr(&self) -> *const PoolShared {
+        header(self.0)
+            .pool
+            .as_ref()
+            .map_or(ptr::null(), Arc::as_ptr)
+    }
+
     /// The pool this block belongs to, borrowed for as long as the block is owned.
     #[inline]
     pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
@@ -218,10 +228,11 @@ const _: () = assert!(ALIGN >= std::mem::align_of::<Header>());
 // ------------------------------------------------------------------------------------------------
 
 /// An intrusive LIFO of free blocks, linked through their headers (no allocation to push or pop).
+/// All blocks of one stack have the same capacity (one size class): its byte count is computed,
+/// not kept, so a push or pop touches only the link and the length.
 pub(crate) struct FreeStack {
     head: Option<NonNull<Header>>,
     len: usize,
-    bytes: usize,
 }
 
 // SAFETY: the stack uniquely owns every block on it, like a `Vec<Box<_>>`.
@@ -229,11 +240,7 @@ unsafe impl Send for FreeStack {}
 
 impl FreeStack {
     pub(crate) const fn new() -> FreeStack {
-        FreeStack {
-            head: None,
-            len: 0,
-            bytes: 0,
-        }
+        FreeStack { head: None, len: 0 }
     }
 
     #[inline]
@@ -245,15 +252,19 @@ impl FreeStack {
         self.len == 0
     }
 
-    /// Payload bytes held.
+    /// Payload bytes held: every block has the capacity of the top one.
     pub(crate) fn bytes(&self) -> usize {
-        self.bytes
+        self.head.map_or(0, |head| self.len * header(head).capacity)
     }
 
     #[inline]
     pub(crate) fn push(&mut self, block: FreeBlock) {
         let raw = block.0;
-        self.bytes += block.capacity();
+        debug_assert!(
+            self.head
+                .map_or(true, |head| header(head).capacity == block.capacity()),
+            "a free stack holds blocks of one capacity"
+        );
         std::mem::forget(block);
         let next = self.head.map_or(ptr::null_mut(), NonNull::as_ptr);
         // SAFETY: the stack now owns the block (invariant 4), so writing its `next` races nothing.
@@ -269,9 +280,7 @@ impl FreeStack {
         let next = unsafe { ptr::addr_of!((*raw.as_ptr()).next).read() };
         self.head = NonNull::new(next);
         self.len -= 1;
-        let block = FreeBlock(raw);
-        self.bytes -= block.capacity();
-        Some(block)
+        Some(FreeBlock(raw))
     }
 }
 
@@ -420,6 +429,7 @@ impl Writer {
 }
 
 impl Drop for Writer {
+    #[inline]
     fn drop(&mut self) {
         release(self.block);
     }
@@ -532,6 +542,7 @@ impl Clone for Window {
 }
 
 impl Drop for Window {
+    #[inline]
     fn drop(&mut self) {
         release(self.block);
     }

@@ -131,7 +131,7 @@ impl Pool {
     /// assert!(pool.rent(usize::MAX).is_err());
     /// assert_eq!(pool.rent(100).unwrap().capacity(), 128);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
         self.rent_with_headroom(0, size)
     }
@@ -146,7 +146,7 @@ impl Pool {
     /// buf.prepend(&4u32.to_be_bytes()).unwrap();
     /// assert_eq!(&buf[..], b"\0\0\0\x04body");
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn rent_with_headroom(&self, headroom: usize, size: usize) -> Result<PacketBuf, Error> {
         if size == 0 {
             return Err(Error::ZeroSizeRequest);
@@ -159,18 +159,23 @@ impl Pool {
         Ok(PacketBuf::from_writer(block.into_writer(headroom)))
     }
 
-    #[inline]
+    #[inline(always)]
     fn rent_block(&self, size: usize) -> Result<FreeBlock, Error> {
         let shared = &self.handle.shared;
         match shared.config.class_of(size) {
             Some(class) => thread_cache::rent(shared, class),
-            None => {
-                let block = FreeBlock::allocate(size, UNPOOLED, Some(shared.clone()))?;
-                bump_shared(&shared.shared_counts.rents, 1);
-                bump_shared(&shared.shared_counts.unpooled, 1);
-                Ok(block)
-            }
+            None => self.rent_unpooled(size),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rent_unpooled(&self, size: usize) -> Result<FreeBlock, Error> {
+        let shared = &self.handle.shared;
+        let block = FreeBlock::allocate(size, UNPOOLED, Some(shared.clone()))?;
+        bump_shared(&shared.shared_counts.rents, 1);
+        bump_shared(&shared.shared_counts.unpooled, 1);
+        Ok(block)
     }
 
     /// Copy `data` into a fitted pooled buffer and seal it.
@@ -180,7 +185,7 @@ impl Pool {
     /// let packet = pool.copy_from_slice(b"frame").unwrap();
     /// assert_eq!(&packet[..], b"frame");
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
         let mut buf = self.rent(data.len().max(1))?;
         buf.extend_from_slice(data)?;
@@ -279,16 +284,11 @@ impl std::fmt::Debug for PoolMonitor {
     }
 }
 
-/// Send a block whose last reference dropped back to where it belongs.
-#[inline]
+/// Send a block whose last reference dropped back to where it belongs: the one call a drop makes.
+/// Its hot path (into this thread's cache) is inlined here; unpooled blocks (freed) are told
+/// apart on the slow path, by their class being out of every cache's range.
+#[inline(never)]
 pub(crate) fn recycle(block: FreeBlock) {
-    if block.class() == UNPOOLED {
-        if let Some(pool) = block.pool() {
-            bump_shared(&pool.shared_counts.returns, 1);
-            bump_shared(&pool.shared_counts.frees, 1);
-        }
-        return; // dropping the block frees it
-    }
     thread_cache::recycle(block);
 }
 
@@ -330,10 +330,12 @@ impl Default for PoolBuilder {
 }
 
 /// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measured both sides of this:
-/// in a warm single-thread loop glibc's `malloc` + `free` beats rent + return at every size (10.9
-/// against 21.8 ns at 64 B), so no smallest class wins on that loop; made on one thread and dropped
-/// on another (the pipe's pattern) a pooled 64 B packet costs 0.66x a `Vec` and a 4 KiB one 0.12x,
-/// with no page faults and no allocation per operation. The pool therefore serves tiny sizes too.
+/// in a warm single-thread loop, rent + return takes about 4 ns at every size since the hot-path
+/// work of issue 10 (0.58x `Vec::with_capacity(64)` + drop at 64 B; before it, glibc's `malloc` +
+/// `free` won that loop at every size, 10.9 against 21.8 ns at 64 B); made on one thread and
+/// dropped on another (the pipe's pattern) a pooled 64 B packet cost 0.66x a `Vec` and a 4 KiB one
+/// 0.12x even then, with no page faults and no allocation per operation. The pool serves tiny
+/// sizes too.
 const DEFAULT_MIN_CLASS: usize = 64;
 
 /// Largest class the builder accepts (1 GiB).

@@ -66,6 +66,15 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
     );
 }
 
+/// Subtract from a level that only this thread writes (as [`bump`]).
+#[inline]
+pub(crate) fn unbump(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_sub(n),
+        Ordering::Relaxed,
+    );
+}
+
 /// Add to a counter that several threads may write.
 pub(crate) fn bump_shared(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);

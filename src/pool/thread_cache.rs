@@ -19,20 +19,35 @@
 //! Why a flag per thread and not one global "close epoch" word: the hot path then reads only
 //! memory its own thread owns (no line shared with every thread of the process), and a close
 //! disturbs only the threads that cached the closing pool.
+//!
+//! The hot path (issue 10, item 3). A rent or return that the last-used pool's cache can serve
+//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in about 40
+//! instructions each: the thread-local's address (a `const` thread-local with no destructor, so no
+//! lazy-initialization check), the `RefCell` borrow flag, one compare of the pool pointer with the
+//! hot cache's, the close notice (through the hot cache's own clone of it), the class's magazine,
+//! the pop or push, and two counters on the thread's statistics slot (rents or returns, and the
+//! cached-bytes level; exact, as before). Everything else (spare swap, depot, fresh allocation,
+//! spill, clearing on return, unpooled blocks, registering a cache, sweeping) is `#[cold]` and out
+//! of line.
 
 use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
-use super::stats::{bump, bump_shared, Slot};
-use crate::block::{FreeBlock, FreeStack};
+use super::stats::{bump, bump_shared, unbump, Slot};
+use crate::block::{FreeBlock, FreeStack, UNPOOLED};
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
 
+/// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
+/// fast paths touch only this, and 32 bytes index with one shift).
 struct Magazines {
     loaded: FreeStack,
-    spare: FreeStack,
     capacity: usize,
+    /// Blocks the fast return path may put in `loaded`: `capacity`, or 0 for a pool that clears
+    /// returned blocks (its returns all take the slow path, which clears them), so the fast path
+    /// tests one number for both.
+    fast_capacity: usize,
 }
 
 /// One thread's cache for one pool.
@@ -40,113 +55,152 @@ struct ThreadCache {
     pool: Arc<PoolShared>,
     slot: Arc<Slot>,
     classes: Box<[Magazines]>,
-    cached_bytes: usize,
+    /// Each class's second magazine, swapped with `loaded` when that runs empty or full.
+    spares: Box<[FreeStack]>,
+    /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
+    notice: CloseNotice,
 }
 
 impl ThreadCache {
     fn new(pool: Arc<PoolShared>, notice: &CloseNotice) -> ThreadCache {
         let config = pool.config;
+        // The fast return path finds an unpooled block's class (`UNPOOLED`) out of range.
+        assert!(
+            config.classes() < UNPOOLED as usize,
+            "too many size classes"
+        );
         let classes = (0..config.classes())
-            .map(|class| Magazines {
-                loaded: FreeStack::new(),
-                spare: FreeStack::new(),
-                capacity: config.magazine_len(class),
+            .map(|class| {
+                let capacity = config.magazine_len(class);
+                Magazines {
+                    loaded: FreeStack::new(),
+                    capacity,
+                    fast_capacity: if config.clear_on_return { 0 } else { capacity },
+                }
             })
             .collect();
+        let spares = (0..config.classes()).map(|_| FreeStack::new()).collect();
         let slot = pool.claim_slot(notice);
         ThreadCache {
             pool,
             slot,
             classes,
-            cached_bytes: 0,
+            spares,
+            notice: CloseNotice::clone(notice),
         }
     }
 
-    #[inline]
-    fn set_cached_bytes(&mut self, bytes: usize) {
-        self.cached_bytes = bytes;
-        self.slot
-            .cached_bytes
-            .store(bytes as u64, Ordering::Relaxed);
+    /// Payload bytes held in this cache.
+    fn cached_bytes(&self) -> usize {
+        let loaded: usize = self.classes.iter().map(|mags| mags.loaded.bytes()).sum();
+        loaded + self.spares.iter().map(FreeStack::bytes).sum::<usize>()
     }
 
-    #[inline]
+    /// The hot path of a rent: a block from the loaded magazine, or `None` when it is empty.
+    /// Counted here: one rent, and the block's bytes leave the cache.
+    #[inline(always)]
+    fn pop(&mut self, class: usize) -> Option<FreeBlock> {
+        let block = self.classes.get_mut(class)?.loaded.pop()?;
+        bump(&self.slot.rents, 1);
+        unbump(&self.slot.cached_bytes, block.capacity() as u64);
+        Some(block)
+    }
+
+    /// A rent that the loaded magazine cannot serve: the spare magazine, a magazine from the
+    /// depot, or a fresh allocation.
+    #[cold]
+    #[inline(never)]
     fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
-        let mags = &mut self.classes[class];
+        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
         if mags.loaded.is_empty() {
-            if !mags.spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+            if !spare.is_empty() {
+                std::mem::swap(&mut mags.loaded, spare);
             } else if let Some(magazine) = self.pool.take_magazine(class) {
-                self.cached_bytes += magazine.bytes();
+                bump(&self.slot.cached_bytes, magazine.bytes() as u64);
                 mags.loaded = magazine;
             }
         }
-        let block = match mags.loaded.pop() {
-            Some(block) => {
-                let bytes = self.cached_bytes - block.capacity();
-                self.set_cached_bytes(bytes);
-                block
-            }
-            None => {
-                let size = self.pool.config.class_size(class);
-                let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
-                bump(&self.slot.fresh, 1);
-                block
-            }
-        };
+        if let Some(block) = self.pop(class) {
+            return Ok(block);
+        }
+        let size = self.pool.config.class_size(class);
+        let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
+        bump(&self.slot.fresh, 1);
         bump(&self.slot.rents, 1);
         Ok(block)
     }
 
-    #[inline]
-    fn recycle(&mut self, mut block: FreeBlock) {
-        bump(&self.slot.returns, 1);
+    /// The hot path of a return: into the loaded magazine if it has room (and the pool does not
+    /// clear returned blocks); else back to the caller. An unpooled block comes back too: its
+    /// class, `UNPOOLED`, is out of range.
+    #[inline(always)]
+    fn push(&mut self, block: FreeBlock) -> Result<(), FreeBlock> {
         // No check of the pool's `closed` flag here: the sweep at the start of this operation
         // dropped the caches of pools closed before it, and a pool closing since is seen by the
         // next operation's sweep (or this thread's exit), which frees this block with the cache.
+        let Some(mags) = self.classes.get_mut(block.class() as usize) else {
+            return Err(block);
+        };
+        if mags.loaded.len() >= mags.fast_capacity {
+            return Err(block);
+        }
+        bump(&self.slot.returns, 1);
+        bump(&self.slot.cached_bytes, block.capacity() as u64);
+        mags.loaded.push(block);
+        Ok(())
+    }
+
+    /// A return the fast path left: clear the block if the pool says so, then into the loaded
+    /// magazine, swapping in the spare or spilling a full magazine to the depot when the loaded
+    /// one is full.
+    #[cold]
+    #[inline(never)]
+    fn recycle(&mut self, mut block: FreeBlock) {
         if self.pool.config.clear_on_return {
             block.zero_payload();
         }
         let class = block.class() as usize;
-        let mags = &mut self.classes[class];
-        let mut bytes = self.cached_bytes + block.capacity();
+        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
         if mags.loaded.len() >= mags.capacity {
-            if mags.spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, &mut mags.spare);
+            if spare.is_empty() {
+                std::mem::swap(&mut mags.loaded, spare);
             } else {
-                let full = std::mem::replace(&mut mags.spare, FreeStack::new());
-                std::mem::swap(&mut mags.loaded, &mut mags.spare);
-                bytes -= full.bytes();
+                let full = std::mem::replace(spare, FreeStack::new());
+                std::mem::swap(&mut mags.loaded, spare);
+                unbump(&self.slot.cached_bytes, full.bytes() as u64);
                 self.pool.put_magazine(class, full);
             }
         }
+        bump(&self.slot.returns, 1);
+        bump(&self.slot.cached_bytes, block.capacity() as u64);
         mags.loaded.push(block);
-        self.set_cached_bytes(bytes);
     }
 
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
     fn flush(&mut self) {
         for class in 0..self.classes.len() {
-            let mags = &mut self.classes[class];
-            let loaded = std::mem::replace(&mut mags.loaded, FreeStack::new());
-            let spare = std::mem::replace(&mut mags.spare, FreeStack::new());
+            let loaded = std::mem::replace(&mut self.classes[class].loaded, FreeStack::new());
+            let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
             self.pool.put_magazine(class, loaded);
             self.pool.put_magazine(class, spare);
         }
-        self.set_cached_bytes(0);
+        self.slot.cached_bytes.store(0, Ordering::Relaxed);
     }
 
     /// Free every cached block of this thread; returns the payload bytes freed.
     fn trim(&mut self) -> usize {
-        let freed_bytes = self.cached_bytes;
+        let freed_bytes = self.cached_bytes();
         let mut freed = 0;
         for mags in self.classes.iter_mut() {
-            freed += mags.loaded.len() + mags.spare.len();
+            freed += mags.loaded.len();
             mags.loaded = FreeStack::new();
-            mags.spare = FreeStack::new();
+        }
+        for spare in self.spares.iter_mut() {
+            freed += spare.len();
+            *spare = FreeStack::new();
         }
         bump(&self.slot.frees, freed as u64);
-        self.set_cached_bytes(0);
+        self.slot.cached_bytes.store(0, Ordering::Relaxed);
         freed_bytes
     }
 }
@@ -164,11 +218,14 @@ impl Drop for ThreadCache {
     }
 }
 
-/// This thread's caches, one per pool it has used (usually one or two, so a linear scan).
+/// This thread's caches, one per pool it has used. The one used last is `hot` and checked first
+/// (most threads use one pool, so a rent or return finds it with one compare); the others are
+/// scanned linearly and a hit moves to the front.
 struct ThreadCaches {
-    caches: Vec<ThreadCache>,
-    /// Set by a pool closing while this thread has a cache for it.
-    notice: NoticeField,
+    hot: Option<ThreadCache>,
+    others: Vec<ThreadCache>,
+    /// Set by a pool closing while this thread has a cache for it; made with the first cache.
+    notice: Option<NoticeField>,
 }
 
 #[cfg(not(packetpipe_loom))]
@@ -178,58 +235,86 @@ type NoticeField = CloseNotice;
 #[cfg(packetpipe_loom)]
 type NoticeField = std::mem::ManuallyDrop<CloseNotice>;
 
-impl Default for ThreadCaches {
-    fn default() -> ThreadCaches {
-        let notice = Arc::new(AtomicBool::new(false));
-        #[cfg(packetpipe_loom)]
-        let notice = std::mem::ManuallyDrop::new(notice);
+impl ThreadCaches {
+    /// No cache and no notice yet: a constant, so the thread-local needs no lazy initialization.
+    const fn new() -> ThreadCaches {
         ThreadCaches {
-            caches: Vec::new(),
-            notice,
+            hot: None,
+            others: Vec::new(),
+            notice: None,
         }
     }
-}
 
-impl ThreadCaches {
     /// Drop the caches of pools closed since the last sweep, if a closing pool said so.
-    #[inline]
+    #[inline(always)]
     fn sweep_if_needed(&mut self) {
         // Relaxed: a stale `false` only delays the sweep to a later operation; the swap in
         // `sweep` is what synchronizes with the closer.
-        if self.notice.load(Ordering::Relaxed) {
-            self.sweep();
+        if let Some(notice) = &self.notice {
+            if notice.load(Ordering::Relaxed) {
+                self.sweep();
+            }
         }
     }
 
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) {
+        let Some(notice) = &self.notice else { return };
         // Acquire pairs with the closer's Release store, made after it set `closed`: every pool
         // that set the notice is seen closed below. A pool closing after this swap sets it again.
-        if self.notice.swap(false, Ordering::Acquire) {
+        if notice.swap(false, Ordering::Acquire) {
             // Dropping a closed pool's cache frees its blocks, its slot and its shared state.
-            self.caches.retain(|c| !c.pool.is_closed());
+            if self.hot.as_ref().is_some_and(|c| c.pool.is_closed()) {
+                self.hot = None;
+            }
+            self.others.retain(|c| !c.pool.is_closed());
         }
     }
 
-    #[inline]
+    /// The hot cache, if it is `pool`'s.
+    #[inline(always)]
+    fn hot(&mut self, pool: &PoolShared) -> Option<&mut ThreadCache> {
+        self.hot
+            .as_mut()
+            .filter(|c| std::ptr::eq(Arc::as_ptr(&c.pool), pool))
+    }
+
+    /// This thread's cache for `pool`, moved to the front, or `None`.
     fn find(&mut self, pool: &Arc<PoolShared>) -> Option<&mut ThreadCache> {
-        self.caches.iter_mut().find(|c| Arc::ptr_eq(&c.pool, pool))
+        if self.hot(pool).is_none() {
+            let index = self
+                .others
+                .iter()
+                .position(|c| Arc::ptr_eq(&c.pool, pool))?;
+            let cache = self.others.swap_remove(index);
+            if let Some(previous) = self.hot.replace(cache) {
+                self.others.push(previous);
+            }
+        }
+        self.hot.as_mut()
     }
 
     /// This thread's cache for `pool`, registered if there is none (the slow path: the pool must
-    /// be open, or the cache would only hold blocks nobody can rent).
-    #[inline]
-    fn get_or_register(&mut self, pool: &Arc<PoolShared>) -> &mut ThreadCache {
-        let index = match self.caches.iter().position(|c| Arc::ptr_eq(&c.pool, pool)) {
-            Some(index) => index,
-            None => {
-                let cache = ThreadCache::new(pool.clone(), &self.notice);
-                self.caches.push(cache);
-                self.caches.len() - 1
+    /// be open, or the cache would only hold blocks nobody can rent); `None` if this thread is
+    /// exiting and has dropped its caches already (see [`may_register`]).
+    fn get_or_register(&mut self, pool: &Arc<PoolShared>) -> Option<&mut ThreadCache> {
+        if self.find(pool).is_none() {
+            if !may_register() {
+                return None;
             }
-        };
-        &mut self.caches[index]
+            let notice = self.notice.get_or_insert_with(|| {
+                let notice = Arc::new(AtomicBool::new(false));
+                #[cfg(packetpipe_loom)]
+                let notice = std::mem::ManuallyDrop::new(notice);
+                notice
+            });
+            let cache = ThreadCache::new(pool.clone(), notice);
+            if let Some(previous) = self.hot.replace(cache) {
+                self.others.push(previous);
+            }
+        }
+        self.hot.as_mut()
     }
 }
 
@@ -242,38 +327,133 @@ impl ThreadCaches {
 impl Drop for ThreadCaches {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            std::mem::forget(std::mem::take(&mut self.caches));
+            std::mem::forget(self.hot.take());
+            std::mem::forget(std::mem::take(&mut self.others));
         } else {
-            // SAFETY: `notice` is dropped only here, once, as the whole value is being dropped.
-            unsafe { std::mem::ManuallyDrop::drop(&mut self.notice) };
+            // Caches first: each one's slot entry holds its own clone of the notice.
+            self.hot = None;
+            self.others.clear();
+            if let Some(notice) = self.notice.as_mut() {
+                // SAFETY: `notice` is dropped only here, once, as the whole value is being dropped.
+                unsafe { std::mem::ManuallyDrop::drop(notice) };
+            }
         }
     }
 }
 
+/// Normal builds: the caches live in a `const` thread-local whose value needs no destructor (it is
+/// wrapped in `ManuallyDrop`), so reaching it is a plain thread-local address, with no check of a
+/// "not yet initialized / already destroyed" state on every rent and return. A second
+/// thread-local, [`Teardown`], made when the thread registers its first cache, drops the caches
+/// when the thread exits.
+#[cfg(not(packetpipe_loom))]
+type Stored = std::mem::ManuallyDrop<ThreadCaches>;
+
+/// Loom builds: loom takes all of a thread's locals out before dropping any, so `Teardown` could
+/// not reach the caches there; the caches' own destructor runs instead (`Drop for ThreadCaches`).
+#[cfg(packetpipe_loom)]
+type Stored = ThreadCaches;
+
+#[cfg(not(packetpipe_loom))]
 thread_local! {
-    static CACHES: RefCell<ThreadCaches> = RefCell::new(ThreadCaches::default());
+    static CACHES: RefCell<Stored> =
+        const { RefCell::new(std::mem::ManuallyDrop::new(ThreadCaches::new())) };
+    static TEARDOWN: Teardown = const { Teardown };
+}
+
+// Loom's `thread_local!` takes no `const` initializer.
+#[cfg(packetpipe_loom)]
+thread_local! {
+    static CACHES: RefCell<Stored> = RefCell::new(ThreadCaches::new());
+}
+
+/// Drops this thread's caches when the thread exits (normal builds; see [`Stored`]).
+#[cfg(not(packetpipe_loom))]
+struct Teardown;
+
+#[cfg(not(packetpipe_loom))]
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        // Taken out first and dropped after the borrow ends. `CACHES` has no destructor, so it is
+        // reachable for as long as the thread runs; from here on `may_register` says no and later
+        // returns (another thread-local's destructor dropping a packet) go to the depot.
+        let caches = CACHES
+            .try_with(|caches| {
+                let mut caches = caches.try_borrow_mut().ok()?;
+                Some(std::mem::replace(&mut **caches, ThreadCaches::new()))
+            })
+            .ok()
+            .flatten();
+        drop(caches);
+    }
+}
+
+/// Whether this thread may register a cache: not once it is dropping its caches at exit (a cache
+/// made then would never be dropped). The first call registers [`Teardown`].
+#[inline]
+fn may_register() -> bool {
+    #[cfg(not(packetpipe_loom))]
+    return TEARDOWN.try_with(|_| ()).is_ok();
+    #[cfg(packetpipe_loom)]
+    return true;
 }
 
 /// Run `f` on this thread's caches after a sweep; `None` if thread-local storage is being torn
 /// down or already borrowed (a drop running inside the cache code).
-#[inline]
-fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> R) -> Option<R> {
+#[inline(always)]
+fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> Option<R>) -> Option<R> {
     let mut f = Some(f);
     CACHES
         .try_with(|caches| {
             let mut caches = caches.try_borrow_mut().ok()?;
             let f = f.take()?;
             caches.sweep_if_needed();
-            Some(f(&mut caches))
+            f(&mut caches)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Run `f` on this thread's hot cache if `is_pool` says it is the right pool's and no pool closed
+/// since the last sweep; `None` otherwise, and when thread-local storage is torn down or in use.
+#[inline(always)]
+fn with_hot<R>(
+    is_pool: impl FnOnce(&Arc<PoolShared>) -> bool,
+    f: impl FnOnce(&mut ThreadCache) -> Option<R>,
+) -> Option<R> {
+    CACHES
+        .try_with(|caches| {
+            let mut caches = caches.try_borrow_mut().ok()?;
+            let cache = caches.hot.as_mut()?;
+            // The pool compared first: `hot` is `None` exactly when its pool pointer is null, so
+            // this one compare also checks that there is a hot cache. Then the sweep check of
+            // `with_caches`, on the hot cache's copy of the notice (Relaxed, as there): set, the
+            // caller takes its slow path, which sweeps.
+            if !is_pool(&cache.pool) || cache.notice.load(Ordering::Relaxed) {
+                return None;
+            }
+            f(cache)
         })
         .ok()
         .flatten()
 }
 
 /// Rent a free block of `class` from this thread's cache, the depot, or the system.
-#[inline]
+///
+/// The hot path (this thread's cache of `pool` is the hot one and its loaded magazine has a
+/// block) is inlined into the caller; everything else is [`rent_slow`].
+#[inline(always)]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    if let Some(result) = with_caches(|caches| caches.get_or_register(pool).rent(class)) {
+    match with_hot(|own| Arc::ptr_eq(own, pool), |cache| cache.pop(class)) {
+        Some(block) => Ok(block),
+        None => rent_slow(pool, class),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
+    if let Some(result) = with_caches(|caches| Some(caches.get_or_register(pool)?.rent(class))) {
         return result;
     }
     // No thread cache: go to the depot directly.
@@ -296,21 +476,45 @@ pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Er
 }
 
 /// Take back a pooled block whose last reference was dropped.
-#[inline]
+///
+/// The hot path (the block's pool is this thread's hot cache and the loaded magazine has room)
+/// takes no branch out of this function; everything else is [`recycle_slow`].
+#[inline(always)]
 pub(crate) fn recycle(block: FreeBlock) {
+    let home = block.pool_ptr();
+    let mut pending = Some(block);
+    with_hot(
+        |pool| Arc::as_ptr(pool) == home,
+        |cache| {
+            pending = cache.push(pending.take()?).err();
+            Some(())
+        },
+    );
+    if let Some(block) = pending {
+        recycle_slow(block);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn recycle_slow(block: FreeBlock) {
+    if block.class() == UNPOOLED {
+        return free_unpooled(block);
+    }
     let mut pending = Some(block);
     with_caches(|caches| {
-        let Some(block) = pending.take() else { return };
+        let block = pending.take()?;
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
         let pool = block.pool().expect("pooled blocks belong to a pool");
-        if let Some(cache) = caches.find(pool) {
-            cache.recycle(block);
-        } else if pool.is_closed() {
+        if pool.is_closed() && caches.find(pool).is_none() {
             // A closed pool caches nothing: free the block without registering a cache.
             free_closed(block);
+        } else if caches.get_or_register(pool).is_some() {
+            caches.find(pool).expect("registered").recycle(block);
         } else {
-            caches.get_or_register(pool).recycle(block);
+            pending = Some(block); // exiting: to the depot
         }
+        Some(())
     });
     if let Some(mut block) = pending {
         // No thread cache: keep the pool alive independently of the block, which may be freed.
@@ -320,12 +524,22 @@ pub(crate) fn recycle(block: FreeBlock) {
             .clone();
         bump_shared(&pool.shared_counts.returns, 1);
         // The depot hands this block to the next renter as is: clear it here, as the cached path
-        // does in `ThreadCache::recycle`.
+        // does in `ThreadCache::push`.
         if pool.config.clear_on_return {
             block.zero_payload();
         }
         pool.put_block(block);
     }
+}
+
+/// Free a block allocated outside the size classes.
+#[cold]
+fn free_unpooled(block: FreeBlock) {
+    if let Some(pool) = block.pool() {
+        bump_shared(&pool.shared_counts.returns, 1);
+        bump_shared(&pool.shared_counts.frees, 1);
+    }
+    drop(block); // frees it
 }
 
 /// Free a block of a closed pool that this thread has no cache for.
@@ -339,11 +553,14 @@ fn free_closed(block: FreeBlock) {
 
 /// Free this thread's cached blocks of `pool` (registering no cache); returns the bytes freed.
 pub(crate) fn trim(pool: &Arc<PoolShared>) -> usize {
-    with_caches(|caches| caches.find(pool).map_or(0, ThreadCache::trim)).unwrap_or(0)
+    with_caches(|caches| Some(caches.find(pool).map_or(0, ThreadCache::trim))).unwrap_or(0)
 }
 
 /// Drop this thread's caches of closed pools now (the closing thread calls this so its own cache
 /// goes at once, without waiting for its next pool operation). Registers nothing.
 pub(crate) fn sweep_closed() {
-    with_caches(ThreadCaches::sweep);
+    with_caches(|caches| {
+        caches.sweep();
+        Some(())
+    });
 }
