@@ -702,3 +702,45 @@ fn stats_stay_exact_after_threads_exit() {
     }
     assert_trimmed(&pool);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Outstanding bytes
+
+/// `outstanding_bytes` is the capacity of the blocks rented and not returned, pooled or not, on
+/// this thread and others; it goes back to 0 when they are dropped, trimmed or not.
+#[test]
+fn outstanding_bytes_are_the_capacities_of_live_blocks() {
+    let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+    let mut held: Vec<PacketBuf> = [1, 64, 100, 4096, 5000, 65536, 100_000]
+        .iter()
+        .map(|&size| pool.rent(size).unwrap())
+        .collect();
+    let capacity = |held: &[PacketBuf]| held.iter().map(|b| b.capacity() as u64).sum::<u64>();
+    assert_eq!(pool.stats().outstanding_bytes, capacity(&held));
+    assert_eq!(pool.stats().unpooled_allocations, 1); // the 100,000 B one
+
+    // A packet sealed from a buffer shares its block: the block counts once, until both go.
+    let mut first = held.remove(0);
+    first.put_slice(b"abc");
+    let packet = first.seal();
+    let first_capacity = first.capacity() as u64;
+    drop(first);
+    assert_eq!(
+        pool.stats().outstanding_bytes,
+        capacity(&held) + first_capacity
+    );
+    // Dropped on another thread: counted there, summed here.
+    thread::spawn(move || drop(packet)).join().unwrap();
+    assert_eq!(pool.stats().outstanding_bytes, capacity(&held));
+
+    drop(held);
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.outstanding, stats.outstanding_bytes),
+        (0, 0),
+        "{stats:?}"
+    );
+    assert!(stats.retained_bytes > 0, "{stats:?}");
+    assert_trimmed(&pool);
+    assert_eq!(pool.stats().outstanding_bytes, 0);
+}

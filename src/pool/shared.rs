@@ -62,6 +62,10 @@ pub(crate) struct PoolShared {
     depots: Box<[CachePadded<Mutex<Depot>>]>,
     /// Payload bytes in all depots; updated under a depot lock, read without one.
     depot_bytes: AtomicUsize,
+    /// Payload bytes of every block of this pool that exists (allocated and not yet freed):
+    /// changed only when a block is allocated from or freed to the system, never on a rent or
+    /// return, so it costs the hot path nothing.
+    allocated_bytes: AtomicUsize,
     /// Set when the last `Pool` handle drops: returns are freed from then on, nothing is cached.
     closed: AtomicBool,
     /// Statistics slots, each with the close notice of the thread that owns (or last owned) it.
@@ -83,10 +87,21 @@ impl PoolShared {
             config,
             depots,
             depot_bytes: AtomicUsize::new(0),
+            allocated_bytes: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
             shared_counts: StatsSlot::default(),
         }
+    }
+
+    /// A block of `bytes` payload bytes was allocated from the system for this pool.
+    pub(crate) fn note_allocated(&self, bytes: usize) {
+        self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A block of `bytes` payload bytes of this pool was freed to the system.
+    pub(crate) fn note_freed(&self, bytes: usize) {
+        self.allocated_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     #[inline]
@@ -230,6 +245,9 @@ impl PoolShared {
         stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
         stats.closed = self.is_closed();
         stats.outstanding = stats.rents.saturating_sub(stats.returns);
+        // Every existing block is either free (retained) or rented (outstanding).
+        let allocated = self.allocated_bytes.load(Ordering::Relaxed) as u64;
+        stats.outstanding_bytes = allocated.saturating_sub(stats.retained_bytes);
         stats
     }
 }
