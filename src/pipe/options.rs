@@ -71,10 +71,11 @@ impl PipeOptions {
 
     /// Size of the pooled buffers the writer rents for `buffer_mut` and `write_slice` (at least 1).
     ///
-    /// A write of a segment or more gets a block of its own size; one of over a quarter of a
-    /// segment gets the smallest multiple of its size that is at least a segment (so a run of
-    /// such writes fills its blocks); smaller ones share segment-sized blocks. The pool rounds each
-    /// up to its size class (at most 25% more, see [`pool`](crate::pool)).
+    /// A write of a segment or more gets a block of its own size; writes of a quarter of a
+    /// segment or less share segment-sized blocks. In between, the writer rents a segment or the
+    /// smallest multiple of the write's size that is at least a segment, whichever a run of such
+    /// writes would leave less of unused. The pool rounds each up to its size class (at most 25%
+    /// more, see [`pool`](crate::pool)).
     pub fn min_segment_size(mut self, bytes: usize) -> Self {
         self.min_segment_size = bytes.max(1);
         self
