@@ -44,9 +44,12 @@ impl Config {
         max_retained_bytes: usize,
         clear_on_return: bool,
     ) -> Config {
+        // The builder clamps the shifts to 4..=30: at most 105 classes, whose numbers fit the
+        // block header's u8 below `UNPOOLED`.
         assert!(
             (MIN_CLASS_SIZE.trailing_zeros()..usize::BITS).contains(&min_shift)
-                && (min_shift..usize::BITS).contains(&max_shift),
+                && (min_shift..usize::BITS).contains(&max_shift)
+                && ((max_shift - min_shift) << SUB_CLASS_BITS) < u32::from(crate::block::UNPOOLED),
             "class shifts {min_shift}..={max_shift}"
         );
         Config {
