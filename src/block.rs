@@ -150,6 +150,9 @@ impl FreeBlock {
             #[cfg(any(debug_assertions, packetpipe_loom))]
             free: crate::sync::atomic::AtomicBool::new(false),
         };
+        if let Some(pool) = &header.pool {
+            pool.note_allocated(capacity);
+        }
         // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
         // checked by the const assertion below) and large enough for it.
         unsafe { block.as_ptr().write(header) };
@@ -213,6 +216,9 @@ impl Drop for FreeBlock {
     /// Return the memory to the system allocator.
     fn drop(&mut self) {
         let capacity = self.capacity();
+        if let Some(pool) = self.pool() {
+            pool.note_freed(capacity);
+        }
         // SAFETY: the block is uniquely owned and never used again; the header was written by
         // `allocate` and is dropped once here (releasing its pool reference), then the allocation
         // is freed with the layout it was made with.

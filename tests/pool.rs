@@ -305,9 +305,10 @@ fn trim_frees_the_depot_and_this_threads_cache() {
     assert_all_returned(stats);
     assert_eq!(stats.retained_bytes, expected, "{stats:?}");
 
-    // Some blocks returned on another thread, which exits: its cache goes to the depot.
+    // Some blocks returned on another thread, which exits: its cache goes to the depot. (4000 B
+    // is in the 4096 B class, which the first rents cached.)
     let packets: Vec<OwnedPacket> = (0..10)
-        .map(|_| pool.copy_from_slice(&[1; 3000]).unwrap())
+        .map(|_| pool.copy_from_slice(&[1; 4000]).unwrap())
         .collect();
     thread::spawn(move || drop(packets)).join().unwrap();
     let stats = pool.stats();
@@ -438,7 +439,7 @@ fn reuse_after_dirty_return(pool: &Pool, drop_elsewhere: bool) -> Vec<u8> {
         drop((sealed, rest));
     }
     let fresh = pool.stats().fresh_allocations;
-    let mut again = pool.rent(200).unwrap();
+    let mut again = pool.rent(250).unwrap(); // the same (256 B) class
     assert_eq!(
         pool.stats().fresh_allocations,
         fresh,
@@ -701,4 +702,46 @@ fn stats_stay_exact_after_threads_exit() {
         assert_eq!(stats.rents, expected_rents);
     }
     assert_trimmed(&pool);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Outstanding bytes
+
+/// `outstanding_bytes` is the capacity of the blocks rented and not returned, pooled or not, on
+/// this thread and others; it goes back to 0 when they are dropped, trimmed or not.
+#[test]
+fn outstanding_bytes_are_the_capacities_of_live_blocks() {
+    let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+    let mut held: Vec<PacketBuf> = [1, 64, 100, 4096, 5000, 65536, 100_000]
+        .iter()
+        .map(|&size| pool.rent(size).unwrap())
+        .collect();
+    let capacity = |held: &[PacketBuf]| held.iter().map(|b| b.capacity() as u64).sum::<u64>();
+    assert_eq!(pool.stats().outstanding_bytes, capacity(&held));
+    assert_eq!(pool.stats().unpooled_allocations, 1); // the 100,000 B one
+
+    // A packet sealed from a buffer shares its block: the block counts once, until both go.
+    let mut first = held.remove(0);
+    first.put_slice(b"abc");
+    let packet = first.seal();
+    let first_capacity = first.capacity() as u64;
+    drop(first);
+    assert_eq!(
+        pool.stats().outstanding_bytes,
+        capacity(&held) + first_capacity
+    );
+    // Dropped on another thread: counted there, summed here.
+    thread::spawn(move || drop(packet)).join().unwrap();
+    assert_eq!(pool.stats().outstanding_bytes, capacity(&held));
+
+    drop(held);
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.outstanding, stats.outstanding_bytes),
+        (0, 0),
+        "{stats:?}"
+    );
+    assert!(stats.retained_bytes > 0, "{stats:?}");
+    assert_trimmed(&pool);
+    assert_eq!(pool.stats().outstanding_bytes, 0);
 }

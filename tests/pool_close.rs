@@ -191,7 +191,7 @@ fn dropping_the_last_handle_registers_no_cache_for_the_pool_it_closes() {
 fn trim_on_a_thread_that_never_used_the_pool_registers_no_cache() {
     let pool = Pool::new();
     let monitor = pool.monitor();
-    drop(pool.rent(100).unwrap());
+    drop(pool.rent(128).unwrap());
     let (allocations, freed) = thread::spawn({
         let pool = pool.clone();
         move || {

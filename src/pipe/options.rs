@@ -70,6 +70,12 @@ impl PipeOptions {
     }
 
     /// Size of the pooled buffers the writer rents for `buffer_mut` and `write_slice` (at least 1).
+    ///
+    /// A write of a segment or more gets a block of its own size; writes of a quarter of a
+    /// segment or less share segment-sized blocks. In between, the writer rents a segment or the
+    /// smallest multiple of the write's size that is at least a segment, whichever a run of such
+    /// writes would leave less of unused. The pool rounds each up to its size class (at most 25%
+    /// more, see [`pool`](crate::pool)).
     pub fn min_segment_size(mut self, bytes: usize) -> Self {
         self.min_segment_size = bytes.max(1);
         self

@@ -1,4 +1,9 @@
-//! The buffer pool: power-of-two size classes, per-thread caches, a shared depot.
+//! The buffer pool: size classes, per-thread caches, a shared depot.
+//!
+//! Size classes: every power of two from the smallest class to the largest, and three sizes
+//! evenly between each two (1.25, 1.5 and 1.75 times the power of two below): 64, 80, 96, 112,
+//! 128, 160, ... A request gets the smallest class that holds it, so a block is at most 25% larger
+//! than asked for (at most 20% of it unused; a power-of-two class leaves up to half).
 //!
 //! A [`Pool`] hands out [`PacketBuf`]s backed by pooled blocks. When the last packet referring to a
 //! block drops, the block goes back to the dropping thread's cache; caches exchange whole magazines
@@ -12,7 +17,7 @@
 //!
 //! let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
 //! let mut buf = pool.rent(1500).unwrap();
-//! assert_eq!(buf.capacity(), 2048); // rounded up to the class size
+//! assert_eq!(buf.capacity(), 1536); // rounded up to the class size: 1.5 KiB
 //! buf.extend_from_slice(b"hello").unwrap();
 //! let packet = buf.seal(); // an OwnedPacket; the buffer's tail stays writable
 //! assert_eq!(&packet[..], b"hello");
@@ -32,7 +37,7 @@ use crate::block::{FreeBlock, MAX_CAPACITY, UNPOOLED};
 use crate::error::Error;
 use crate::packet::{OwnedPacket, PacketBuf};
 use crate::sync::Arc;
-use shared::Config;
+use shared::{Config, MIN_CLASS_SIZE};
 use stats::bump_shared;
 
 /// A handle to a buffer pool. Cloning shares the pool.
@@ -129,7 +134,7 @@ impl Pool {
     /// let pool = packetpipe::Pool::new();
     /// assert!(pool.rent(0).is_err());
     /// assert!(pool.rent(usize::MAX).is_err());
-    /// assert_eq!(pool.rent(100).unwrap().capacity(), 128);
+    /// assert_eq!(pool.rent(100).unwrap().capacity(), 112); // the class of 1.75 x 64 B
     /// ```
     #[inline(always)]
     pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
@@ -343,14 +348,15 @@ const MAX_CLASS_LIMIT: usize = 1 << 30;
 
 impl PoolBuilder {
     /// Smallest block size (default 64 B); smaller requests get a block of this size. Rounded up
-    /// to a power of two.
+    /// to a power of two, at least 16 B.
     pub fn min_class_size(mut self, bytes: usize) -> Self {
         self.min_class = bytes;
         self
     }
 
     /// Largest pooled block size (default 1 MiB); larger requests are plain allocations, freed on
-    /// return. Rounded up to a power of two, at most 1 GiB.
+    /// return. Rounded up to a power of two, at most 1 GiB. The classes in between are the powers
+    /// of two and three sizes between each two (see the [module docs](crate::pool)).
     pub fn max_class_size(mut self, bytes: usize) -> Self {
         self.max_class = bytes;
         self
@@ -384,7 +390,7 @@ impl PoolBuilder {
 
     /// Build the pool. Fails if the smallest class is larger than the largest.
     pub fn build(self) -> Result<Pool, Error> {
-        let round = |n: usize| n.clamp(1, MAX_CLASS_LIMIT).next_power_of_two();
+        let round = |n: usize| n.clamp(MIN_CLASS_SIZE, MAX_CLASS_LIMIT).next_power_of_two();
         let (min_class, max_class) = (round(self.min_class), round(self.max_class));
         if min_class > max_class {
             return Err(Error::InvalidPoolConfig {
@@ -392,14 +398,14 @@ impl PoolBuilder {
                 max_class,
             });
         }
-        let config = Config {
-            min_shift: min_class.trailing_zeros(),
-            max_shift: max_class.trailing_zeros(),
-            cache_depth: self.cache_depth,
-            magazine_bytes: self.magazine_bytes,
-            max_retained_bytes: self.max_retained_bytes,
-            clear_on_return: self.clear_on_return,
-        };
+        let config = Config::new(
+            min_class.trailing_zeros(),
+            max_class.trailing_zeros(),
+            self.cache_depth,
+            self.magazine_bytes,
+            self.max_retained_bytes,
+            self.clear_on_return,
+        );
         let shared = Arc::new(PoolShared::new(config));
         Ok(Pool {
             handle: Arc::new(Handle { shared }),

@@ -7,34 +7,97 @@ use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{lock, Arc, CachePadded, Mutex};
 
 /// Settled configuration of a pool (see `PoolBuilder` for the meaning of each field).
+///
+/// Classes: the powers of two from `1 << min_shift` to `1 << max_shift` and, between each two,
+/// `(1 << SUB_CLASS_BITS) - 1` evenly spaced sizes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
     pub(crate) min_shift: u32,
     pub(crate) max_shift: u32,
+    /// `1 << min_shift`, `1 << max_shift` and `(63 - min_shift) * 4 - 3`: worked out once
+    /// (`Config::new`) so `class_of` on the rent path does not.
+    min_size: usize,
+    max_size: usize,
+    index_top: usize,
     pub(crate) cache_depth: usize,
     pub(crate) magazine_bytes: usize,
     pub(crate) max_retained_bytes: usize,
     pub(crate) clear_on_return: bool,
 }
 
+/// Size classes per doubling, as a power of two: 2 bits, four classes between one power of two and
+/// the next (1, 1.25, 1.5 and 1.75 times it). A request gets a block at most 25% larger than
+/// itself, so at most 20% of a block is left unused (a power-of-two class wastes up to half).
+pub(crate) const SUB_CLASS_BITS: u32 = 2;
+
+/// The smallest class size the pool accepts: the class arithmetic needs `SUB_CLASS_BITS` bits
+/// below the top one, and smaller blocks are not worth a header (16 B is also the payload
+/// alignment).
+pub(crate) const MIN_CLASS_SIZE: usize = 16;
+
 impl Config {
+    pub(crate) fn new(
+        min_shift: u32,
+        max_shift: u32,
+        cache_depth: usize,
+        magazine_bytes: usize,
+        max_retained_bytes: usize,
+        clear_on_return: bool,
+    ) -> Config {
+        // The builder clamps the shifts to 4..=30: at most 105 classes, whose numbers fit the
+        // block header's u8 below `UNPOOLED`.
+        assert!(
+            (MIN_CLASS_SIZE.trailing_zeros()..usize::BITS).contains(&min_shift)
+                && (min_shift..usize::BITS).contains(&max_shift)
+                && ((max_shift - min_shift) << SUB_CLASS_BITS) < u32::from(crate::block::UNPOOLED),
+            "class shifts {min_shift}..={max_shift}"
+        );
+        Config {
+            min_shift,
+            max_shift,
+            min_size: 1 << min_shift,
+            max_size: 1 << max_shift,
+            index_top: (((usize::BITS - 1 - min_shift) << SUB_CLASS_BITS) + 1
+                - (1 << SUB_CLASS_BITS)) as usize,
+            cache_depth,
+            magazine_bytes,
+            max_retained_bytes,
+            clear_on_return,
+        }
+    }
+
     pub(crate) fn classes(&self) -> usize {
-        (self.max_shift - self.min_shift + 1) as usize
+        (((self.max_shift - self.min_shift) << SUB_CLASS_BITS) + 1) as usize
     }
 
     /// The class serving a request of `n` bytes (n >= 1), or `None` above the largest class.
+    ///
+    /// Class sizes are `(4 + j) << (k - 2)` for `j` in 0..4, numbered `4k + j` from 0 (then less
+    /// the smallest class's number). With `m = n - 1` and `e` its top bit, `m >> (e - 2)` is in
+    /// 4..8 and says which quarter of `[2^e, 2^(e+1))` `m` lies in; the class just above is number
+    /// `4e + (m >> (e - 2)) - 3`. A power of two `2^k` maps to `4k`, one byte more to `4k + 1`.
+    /// No loop, no table: a leading-zero count and a few shifts and adds.
     #[inline]
     pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
-        if n > 1usize << self.max_shift {
+        if n > self.max_size {
             return None;
         }
-        let shift = usize::BITS - (n.max(1) - 1).leading_zeros();
-        Some(shift.saturating_sub(self.min_shift) as usize)
+        // Requests up to the smallest class get it; min_shift >= 4, so m >= 15 here.
+        let m = n.max(self.min_size) - 1;
+        // `| 1` changes neither the top bit nor the two below it (m >= 15), and tells the
+        // compiler m != 0, so the count needs no zero check.
+        let zeros = (m | 1).leading_zeros();
+        // m shifted up to bit 63: its top three bits, 0b1qq, are 4 + the quarter.
+        let quarter = (m << zeros) >> (usize::BITS - 1 - SUB_CLASS_BITS);
+        // The class number 4e + quarter - 3 with e = 63 - zeros, less the smallest class's.
+        Some(quarter + self.index_top - ((zeros as usize) << SUB_CLASS_BITS))
     }
 
     #[inline]
     pub(crate) fn class_size(&self, class: usize) -> usize {
-        1usize << (class as u32 + self.min_shift)
+        let index = class + ((self.min_shift as usize) << SUB_CLASS_BITS);
+        let (shift, step) = (index >> SUB_CLASS_BITS, index & ((1 << SUB_CLASS_BITS) - 1));
+        ((1 << SUB_CLASS_BITS) + step) << (shift - SUB_CLASS_BITS as usize)
     }
 
     /// Blocks per thread-cache magazine for a class: as many as fit in `magazine_bytes`, at least
@@ -62,6 +125,10 @@ pub(crate) struct PoolShared {
     depots: Box<[CachePadded<Mutex<Depot>>]>,
     /// Payload bytes in all depots; updated under a depot lock, read without one.
     depot_bytes: AtomicUsize,
+    /// Payload bytes of every block of this pool that exists (allocated and not yet freed):
+    /// changed only when a block is allocated from or freed to the system, never on a rent or
+    /// return, so it costs the hot path nothing.
+    allocated_bytes: AtomicUsize,
     /// Set when the last `Pool` handle drops: returns are freed from then on, nothing is cached.
     closed: AtomicBool,
     /// Statistics slots, each with the close notice of the thread that owns (or last owned) it.
@@ -83,10 +150,21 @@ impl PoolShared {
             config,
             depots,
             depot_bytes: AtomicUsize::new(0),
+            allocated_bytes: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
             shared_counts: StatsSlot::default(),
         }
+    }
+
+    /// A block of `bytes` payload bytes was allocated from the system for this pool.
+    pub(crate) fn note_allocated(&self, bytes: usize) {
+        self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A block of `bytes` payload bytes of this pool was freed to the system.
+    pub(crate) fn note_freed(&self, bytes: usize) {
+        self.allocated_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     #[inline]
@@ -230,6 +308,55 @@ impl PoolShared {
         stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
         stats.closed = self.is_closed();
         stats.outstanding = stats.rents.saturating_sub(stats.returns);
+        // Every existing block is either free (retained) or rented (outstanding).
+        let allocated = self.allocated_bytes.load(Ordering::Relaxed) as u64;
+        stats.outstanding_bytes = allocated.saturating_sub(stats.retained_bytes);
         stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(min_shift: u32, max_shift: u32) -> Config {
+        Config::new(min_shift, max_shift, 32, 256 * 1024, 0, false)
+    }
+
+    /// `class_of` against the definition: the smallest class size at least `n`, by a scan.
+    #[test]
+    fn class_of_is_the_smallest_class_that_fits() {
+        for (min_shift, max_shift) in [(4, 4), (4, 12), (6, 20), (10, 11)] {
+            let c = config(min_shift, max_shift);
+            let sizes: Vec<usize> = (0..c.classes()).map(|k| c.class_size(k)).collect();
+            assert_eq!(sizes[0], 1 << min_shift);
+            assert_eq!(*sizes.last().unwrap(), 1 << max_shift);
+            assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+            let mut probes: Vec<usize> = (1..5000).collect();
+            for &s in &sizes {
+                probes.extend([s - 1, s, s + 1]);
+            }
+            for n in probes {
+                let expected = sizes.iter().position(|&s| s >= n);
+                assert_eq!(
+                    c.class_of(n),
+                    expected,
+                    "n = {n}, classes {min_shift}..={max_shift}"
+                );
+                if let Some(class) = expected {
+                    // At most 25% more than asked once above the smallest class.
+                    assert!(
+                        n <= 1 << min_shift || sizes[class] * 4 <= n * 5 + 3,
+                        "n = {n}"
+                    );
+                }
+            }
+        }
+        let c = config(6, 20);
+        assert_eq!(c.classes(), 57);
+        let first: Vec<usize> = (0..6).map(|k| c.class_size(k)).collect();
+        assert_eq!(first, [64, 80, 96, 112, 128, 160]);
+        assert_eq!(c.class_of(usize::MAX), None);
+        assert_eq!(c.class_of((1 << 20) + 1), None);
     }
 }

@@ -12,11 +12,12 @@ use crate::sync::CachePadded;
 /// ```
 /// let pool = packetpipe::Pool::new();
 /// let buf = pool.rent(1000).unwrap();
-/// assert_eq!(pool.stats().outstanding, 1);
+/// assert_eq!((pool.stats().outstanding, pool.stats().outstanding_bytes), (1, 1024));
 /// drop(buf);
 /// let stats = pool.stats();
 /// assert_eq!((stats.rents, stats.returns, stats.outstanding), (1, 1, 0));
 /// assert_eq!(stats.retained_bytes, 1024); // the block waits in this thread's cache
+/// assert_eq!(stats.outstanding_bytes, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -33,6 +34,10 @@ pub struct PoolStats {
     pub frees: u64,
     /// Blocks rented and not yet returned: `rents - returns`.
     pub outstanding: u64,
+    /// Payload bytes (block capacities, not bytes written) of the blocks rented and not yet
+    /// returned, pooled and unpooled: the memory live packets and buffers hold. Compare it with
+    /// the bytes they carry to see how well blocks are filled.
+    pub outstanding_bytes: u64,
     /// Payload bytes of free blocks held by the pool (shared depot plus thread caches). After the
     /// pool closed: bytes still cached by threads that have not rented or returned on any pool
     /// since (they free them at their next pool operation or when they exit).
