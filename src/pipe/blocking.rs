@@ -48,11 +48,13 @@ struct ThreadWaiter {
 const SPIN_STEPS: u32 = 7;
 /// The budget never drops below this: even a thread that usually parks spins a little.
 const MIN_STEPS: u32 = 2;
-/// Spin steps, then up to 20 `yield_now`s (a few microseconds each when the other core is free):
-/// long enough to cover a 64 KiB copy on the other side. Measured with
-/// `examples/two_thread_stream.rs` (BENCHMARKS.md, "Waiting without context switches"): with 3
-/// yields, 64 KiB frames still slept once or twice per frame.
-const MAX_STEPS: u32 = SPIN_STEPS + 20;
+/// Spin steps, then up to 100 `yield_now`s (about a microsecond or less each when the other core is
+/// free): long enough to cover the other side copying and parsing a 64 KiB frame. Measured with
+/// `examples/peers_stream.rs` under `perf stat` (BENCHMARKS.md, "Waiting without context
+/// switches"): with 20 yields, 4 KiB frames slept up to once per 40 frames and 64 KiB frames
+/// about once per 2-3; with 100, 4 KiB frames about once per 10,000. A thread whose waits are
+/// long loses one step per long sleep, so it soon parks after a short spin again.
+const MAX_STEPS: u32 = SPIN_STEPS + 100;
 /// A sleep shorter than this was worth spinning through (about what the full budget spins).
 const SHORT_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
 
