@@ -77,8 +77,8 @@ fn header<'a>(block: NonNull<Header>) -> &'a Header {
     unsafe { block.as_ref() }
 }
 
-/// Drop one counted reference; the last one hands the block back to its pool (out of line: one
-/// call from each drop site to `pool::recycle`).
+/// Drop one counted reference; the last one hands the block back to its pool. Inlined into each
+/// drop site, so the only call left is the one to `pool::recycle` (out of line).
 #[inline(always)]
 fn release(block: NonNull<Header>) {
     let refs = &header(block).refs;

@@ -499,7 +499,7 @@ pub(crate) fn recycle(block: FreeBlock) {
 #[inline(never)]
 fn recycle_slow(block: FreeBlock) {
     if block.class() == UNPOOLED {
-        return free_unpooled(block);
+        return free_uncached(block);
     }
     let mut pending = Some(block);
     with_caches(|caches| {
@@ -508,7 +508,7 @@ fn recycle_slow(block: FreeBlock) {
         let pool = block.pool().expect("pooled blocks belong to a pool");
         if pool.is_closed() && caches.find(pool).is_none() {
             // A closed pool caches nothing: free the block without registering a cache.
-            free_closed(block);
+            free_uncached(block);
         } else if caches.get_or_register(pool).is_some() {
             caches.find(pool).expect("registered").recycle(block);
         } else {
@@ -524,7 +524,7 @@ fn recycle_slow(block: FreeBlock) {
             .clone();
         bump_shared(&pool.shared_counts.returns, 1);
         // The depot hands this block to the next renter as is: clear it here, as the cached path
-        // does in `ThreadCache::push`.
+        // does in `ThreadCache::recycle`.
         if pool.config.clear_on_return {
             block.zero_payload();
         }
@@ -532,23 +532,15 @@ fn recycle_slow(block: FreeBlock) {
     }
 }
 
-/// Free a block allocated outside the size classes.
+/// Free a block that no cache takes: one allocated outside the size classes, or one of a closed
+/// pool that this thread has no cache for. Counted as a return and a free.
 #[cold]
-fn free_unpooled(block: FreeBlock) {
+fn free_uncached(block: FreeBlock) {
     if let Some(pool) = block.pool() {
         bump_shared(&pool.shared_counts.returns, 1);
         bump_shared(&pool.shared_counts.frees, 1);
     }
     drop(block); // frees it
-}
-
-/// Free a block of a closed pool that this thread has no cache for.
-#[cold]
-fn free_closed(block: FreeBlock) {
-    let pool = block.pool().expect("pooled blocks belong to a pool");
-    bump_shared(&pool.shared_counts.returns, 1);
-    bump_shared(&pool.shared_counts.frees, 1);
-    drop(block);
 }
 
 /// Free this thread's cached blocks of `pool` (registering no cache); returns the bytes freed.
