@@ -1505,6 +1505,99 @@ fn take_frame_chain_shares_a_frame_spanning_segments() {
     assert_eq!(&frame[..], &[2u8; 5]);
 }
 
+#[test]
+fn take_frame_after_skips_a_header_then_copies_small_and_shares_large() {
+    let pool = Pool::new();
+    let (mut writer, mut reader) = pipe_on(
+        &pool,
+        PipeOptions::new().copy_threshold(100).pause_threshold(0),
+    );
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 13 % 256) as u8).collect();
+    writer.append(pooled(&pool, &data)).unwrap();
+    flush_now(&mut writer);
+    let start = reader
+        .try_read()
+        .unwrap()
+        .unwrap()
+        .buffer()
+        .first_chunk()
+        .as_ptr();
+
+    // Skip 4, copy 100 (the threshold) into a buffer fitted to the 100 bytes alone.
+    let small = reader.take_frame_after(4, 100).unwrap();
+    assert_eq!(&small[..], &data[4..104]);
+    assert_ne!(small.as_ptr(), start.wrapping_add(4), "copied");
+    let small_block = small.as_owned().unwrap().headroom() + small.len();
+    assert!(small_block <= pool.class_size_for(100).unwrap());
+    assert_eq!(reader.last_read().unwrap().buffer().len(), 896);
+
+    // Skip 2, share 101 out of the same block.
+    let large = reader.take_frame_after(2, 101).unwrap();
+    assert_eq!(&large[..], &data[106..207]);
+    assert_eq!(large.as_ptr(), start.wrapping_add(106), "shared");
+
+    // Skip everything that is left but one byte, take nothing: consumes the skipped bytes.
+    let empty = reader.take_frame_after(792, 0).unwrap();
+    assert!(empty.is_empty());
+    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), &data[999..]);
+    reader.advance_to(1, 1).unwrap();
+}
+
+#[test]
+fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_nothing() {
+    let (mut writer, mut reader) = pipe_with(PipeOptions::new().copy_threshold(4));
+    writer.append(Bytes::from(vec![1u8; 10])).unwrap();
+    writer.append(Bytes::from(vec![2u8; 10])).unwrap();
+    writer.append(Bytes::from(vec![3u8; 10])).unwrap();
+    flush_now(&mut writer);
+    reader.try_read().unwrap().unwrap();
+
+    // Beyond the buffer, counting the skipped bytes: an error naming skip + n, nothing consumed.
+    let e = reader.take_frame_after(25, 6).unwrap_err();
+    assert_eq!(
+        e,
+        Error::FrameBeyondBuffer {
+            requested: 31,
+            len: 30
+        }
+    );
+    assert_eq!(reader.last_read().unwrap().buffer().len(), 30);
+
+    // The skip crosses the first segment and the frame (above the copy threshold) spans the
+    // second and third: copied into one buffer.
+    let frame = reader.take_frame_after(12, 10).unwrap();
+    assert_eq!(&frame[..], [[2u8; 8].as_slice(), &[3u8; 2]].concat());
+    // Small, inside the third segment after the skip: copied.
+    let frame = reader.take_frame_after(1, 3).unwrap();
+    assert_eq!(&frame[..], &[3u8; 3]);
+    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), [3u8; 4]);
+    // At the copy threshold, the rest of the third segment: copied.
+    let frame = reader.take_frame_after(0, 4).unwrap();
+    assert_eq!(&frame[..], &[3u8; 4]);
+    reader.advance_to(0, 0).unwrap();
+    writer.complete();
+    assert!(reader.read_blocking().unwrap().is_completed());
+}
+
+#[test]
+fn first_chunk_is_the_first_segment_of_any_view() {
+    let (mut writer, mut reader) = pipe();
+    writer.append(&b"abc"[..]).unwrap();
+    writer.append(&b"defg"[..]).unwrap();
+    flush_now(&mut writer);
+    let result = reader.try_read().unwrap().unwrap();
+    let buffer = result.buffer();
+    assert_eq!(buffer.first_chunk(), b"abc");
+    assert_eq!(buffer.slice(..2).first_chunk(), b"ab");
+    assert_eq!(buffer.slice(1..).first_chunk(), b"bc");
+    assert_eq!(buffer.slice(3..5).first_chunk(), b"de");
+    assert_eq!(buffer.slice(7..).first_chunk(), b"");
+    reader.advance_to(7, 7).unwrap();
+    writer.complete();
+    let result = reader.read_blocking().unwrap();
+    assert_eq!(result.buffer().first_chunk(), b"");
+}
+
 // ------------------------------------------------------------------------------------------------
 // Reader completion.
 

@@ -56,7 +56,8 @@ pub enum Op {
     PollReadAtLeast(u8, u8),
     ReadFutureDropped(u8, u8),
     AdvanceTo(u8, u8),
-    TakeFrame(u8),
+    /// `take_frame`, or `take_frame_after` when the second byte is odd (it then picks the skip).
+    TakeFrame(u8, u8),
     TakeFrameChain(u8),
     ConsumeAll,
     CancelRead,
@@ -110,7 +111,7 @@ pub fn decode(data: &[u8]) -> (Settings, Vec<Op>) {
                 8 => Op::PollReadAtLeast(a, b),
                 9 => Op::ReadFutureDropped(a, b),
                 10 => Op::AdvanceTo(a, b),
-                11 => Op::TakeFrame(a),
+                11 => Op::TakeFrame(a, b),
                 12 => Op::TakeFrameChain(a),
                 13 => Op::ConsumeAll,
                 14 => Op::CancelRead,
@@ -362,8 +363,8 @@ impl Harness {
                 self.read(want, ReadForm::Future)
             }
             Op::AdvanceTo(a, b) => self.advance_to(a, b),
-            Op::TakeFrame(a) => self.take_frame(a, false),
-            Op::TakeFrameChain(a) => self.take_frame(a, true),
+            Op::TakeFrame(a, b) => self.take_frame(a, b, false),
+            Op::TakeFrameChain(a) => self.take_frame(a, 0, true),
             Op::ConsumeAll => self.consume_all(),
             Op::CancelRead => {
                 self.canceler.cancel_pending_read();
@@ -844,14 +845,21 @@ impl Harness {
         self.took_since_read = false;
     }
 
-    fn take_frame(&mut self, sel: u8, chain: bool) {
+    fn take_frame(&mut self, sel: u8, skip_sel: u8, chain: bool) {
         let Some(reader) = self.reader.as_mut() else {
             return;
         };
         let len = self.last_len.unwrap_or(0);
-        let n = pick(sel, len);
+        let skip = if skip_sel % 2 == 1 {
+            pick(skip_sel / 2, len)
+        } else {
+            0
+        };
+        let n = pick(sel, len - skip.min(len));
         let result = if chain {
             reader.take_frame_chain(n).map(Kept::Chain)
+        } else if skip_sel % 2 == 1 {
+            reader.take_frame_after(skip, n).map(Kept::Packet)
         } else {
             reader.take_frame(n).map(Kept::Packet)
         };
@@ -861,21 +869,25 @@ impl Harness {
         let Some(len) = self.last_len else {
             return self.expect_error(result, |e| *e == Error::AdvanceWithoutRead, "take_frame");
         };
-        if n > len {
-            let expected = Error::FrameBeyondBuffer { requested: n, len };
+        if skip + n > len {
+            let expected = Error::FrameBeyondBuffer {
+                requested: skip + n,
+                len,
+            };
             return self.expect_error(result, |e| *e == expected, "take_frame beyond the buffer");
         }
         let frame = match result {
             Ok(frame) => frame,
-            Err(e) => self.fail(&format!("take_frame({n}) of {len}: {e:?}")),
+            Err(e) => self.fail(&format!("take_frame_after({skip}, {n}) of {len}: {e:?}")),
         };
+        self.consume(skip);
         let expected = self.consume(n);
         if frame.to_vec() != expected {
             self.fail(&format!("take_frame({n}): wrong bytes"));
         }
         self.examined = self.examined.max(self.consumed);
         self.examined_max = self.examined_max.max(self.consumed);
-        self.last_len = Some(len - n);
+        self.last_len = Some(len - skip - n);
         self.took_since_read = true;
         // Keep some frames past the end of the pipe.
         if sel % 3 == 0 && n > 0 {

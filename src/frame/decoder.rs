@@ -117,9 +117,8 @@ impl<'a> DecodeBuf<'a> {
     #[inline]
     pub fn buffer(&self) -> ReadBuffer<'_> {
         self.reader
-            .last_read()
+            .last_buffer()
             .expect("a DecodeBuf always holds a read")
-            .buffer()
     }
 
     /// Number of bytes in the view.
@@ -147,6 +146,14 @@ impl<'a> DecodeBuf<'a> {
     #[inline]
     pub fn take(&mut self, n: usize) -> Result<Packet, FrameError> {
         Ok(self.reader.take_frame(n)?)
+    }
+
+    /// Drop the first `skip` bytes (a header), then take the next `n` out as
+    /// [`take`](Self::take) does, in one step ([`PipeReader::take_frame_after`]): a copied frame's
+    /// buffer holds the `n` bytes only.
+    #[inline]
+    pub fn take_after(&mut self, skip: usize, n: usize) -> Result<Packet, FrameError> {
+        Ok(self.reader.take_frame_after(skip, n)?)
     }
 
     /// Take the first `n` bytes out as a chain of the segments' packets, never copying

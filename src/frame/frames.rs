@@ -153,8 +153,8 @@ impl<D: Decoder> Frames<D> {
                     }
                 },
                 State::Decode => {
-                    let (completed, canceled) = match self.reader.last_read() {
-                        Some(read) => (read.is_completed(), read.is_canceled()),
+                    let (completed, canceled) = match self.reader.last_status() {
+                        Some(status) => status,
                         None => {
                             self.state = State::Wait(1);
                             continue;

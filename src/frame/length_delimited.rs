@@ -273,18 +273,12 @@ impl LengthDelimited {
         let b = &self.builder;
         let (offset, n) = (b.length_field_offset, b.length_field_len);
         let buffer = buf.buffer();
-        let first = buffer.chunks().next().unwrap_or(&[]);
+        let first = buffer.first_chunk();
         let field = if let Some(bytes) = first.get(offset..offset + n) {
-            // The common case, the header in the first segment: read it in place (a byte loop:
-            // a copy of a variable length into an array would call `memcpy`).
-            if b.big_endian {
-                bytes.iter().fold(0u64, |v, &byte| v << 8 | u64::from(byte))
-            } else {
-                bytes
-                    .iter()
-                    .rev()
-                    .fold(0u64, |v, &byte| v << 8 | u64::from(byte))
-            }
+            // The common case, the header in the first segment: read it in place. The usual
+            // widths as one load each; others with a byte loop (a copy of a variable length into
+            // an array would call `memcpy`).
+            read_field(bytes, b.big_endian)
         } else {
             // Across segments: through the cursor (never joining the segments).
             let mut cursor = buffer.cursor();
@@ -369,6 +363,32 @@ impl LengthDelimited {
     }
 }
 
+/// The value of a length field of 1 to 8 bytes.
+#[inline]
+fn read_field(bytes: &[u8], big_endian: bool) -> u64 {
+    macro_rules! load {
+        ($ty:ty) => {{
+            let array = bytes.try_into().expect("the field's width");
+            u64::from(if big_endian {
+                <$ty>::from_be_bytes(array)
+            } else {
+                <$ty>::from_le_bytes(array)
+            })
+        }};
+    }
+    match bytes.len() {
+        1 => u64::from(bytes[0]),
+        2 => load!(u16),
+        4 => load!(u32),
+        8 => load!(u64),
+        _ if big_endian => bytes.iter().fold(0u64, |v, &byte| v << 8 | u64::from(byte)),
+        _ => bytes
+            .iter()
+            .rev()
+            .fold(0u64, |v, &byte| v << 8 | u64::from(byte)),
+    }
+}
+
 impl LengthDelimited {
     /// The next frame's payload length, once the whole frame is in `buf`.
     #[inline]
@@ -383,31 +403,6 @@ impl LengthDelimited {
             return Ok(Decoded::NeedAtLeast(total));
         }
         Ok(Decoded::Frame(n))
-    }
-
-    /// Take out the frame whose payload is `n` bytes (all of it is in `buf`). Header and payload
-    /// lying in the first segment come out in one take (copied, or shared with one reference), the
-    /// header then stripped in place: no reference count traffic for the header; `whole` makes the
-    /// item. Otherwise the header is skipped and `spanning` takes the payload alone (so a copy's
-    /// fitted buffer holds the payload only: a 1 MiB payload fits the pooled 1 MiB class, with its
-    /// header it would not).
-    #[inline]
-    fn take_frame<T>(
-        &self,
-        buf: &mut DecodeBuf<'_>,
-        n: usize,
-        whole: impl FnOnce(Packet) -> T,
-        spanning: impl FnOnce(&mut DecodeBuf<'_>, usize) -> Result<T, FrameError>,
-    ) -> Result<T, FrameError> {
-        let first = buf.buffer().chunks().next().map_or(0, <[u8]>::len);
-        if first >= self.num_skip + n {
-            let mut frame = buf.take(self.num_skip + n)?;
-            frame.advance(self.num_skip);
-            Ok(whole(frame))
-        } else {
-            buf.skip(self.num_skip)?;
-            spanning(buf, n)
-        }
     }
 
     /// Yield each frame as a [`PacketChain`], so that a large frame spanning segments is shared
@@ -427,8 +422,10 @@ impl Decoder for LengthDelimited {
             Decoded::Frame(n) => n,
             Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),
         };
-        let frame = self.take_frame(buf, n, |frame| frame, |buf, n| buf.take(n))?;
-        Ok(Decoded::Frame(frame))
+        // The header skipped and the payload taken in one step: a copied payload's buffer holds
+        // the payload only (a 1 MiB payload fits the pooled 1 MiB class, with its header it would
+        // not), and a shared one costs one reference.
+        Ok(Decoded::Frame(buf.take_after(self.num_skip, n)?))
     }
 }
 
@@ -474,13 +471,16 @@ impl Decoder for LengthDelimitedChains {
             Decoded::Frame(n) => n,
             Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),
         };
-        let frame = codec.take_frame(buf, n, PacketChain::from, |buf, n| {
-            if n <= DEFAULT_COPY_THRESHOLD {
-                Ok(PacketChain::from(buf.take(n)?))
-            } else {
-                buf.take_chain(n)
-            }
-        })?;
+        let skip = codec.num_skip;
+        let first = buf.buffer().first_chunk().len();
+        // In the first segment, or small enough to copy: one packet (copied or shared as
+        // `LengthDelimited` takes it); otherwise the segments' packets, shared.
+        let frame = if first >= skip + n || n <= DEFAULT_COPY_THRESHOLD {
+            PacketChain::from(buf.take_after(skip, n)?)
+        } else {
+            buf.skip(skip)?;
+            buf.take_chain(n)?
+        };
         Ok(Decoded::Frame(frame))
     }
 }

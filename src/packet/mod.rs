@@ -230,6 +230,22 @@ impl Packet {
         Ok(Packet { repr })
     }
 
+    /// Drop the first `n` bytes in place (`n <= len`, checked by the caller): `Buf::advance`
+    /// without its bounds message, for the pipe's per-frame consume.
+    #[inline]
+    pub(crate) fn skip_front(&mut self, n: usize) {
+        debug_assert!(
+            n <= self.len(),
+            "skip_front of {n} bytes from {}",
+            self.len()
+        );
+        match &mut self.repr {
+            Repr::Owned(p) => p.skip_front(n),
+            Repr::Bytes(b) => b.advance(n),
+            Repr::Static(s) => *s = &s[n..],
+        }
+    }
+
     /// Keep the first `len` bytes (no effect if the packet is shorter).
     pub fn truncate(&mut self, len: usize) {
         match &mut self.repr {

@@ -116,6 +116,12 @@ impl OwnedPacket {
         Ok(OwnedPacket { window })
     }
 
+    /// Drop the first `n` bytes in place (`n <= len`; the window asserts it).
+    #[inline]
+    pub(crate) fn skip_front(&mut self, n: usize) {
+        self.window.narrow(n, self.len());
+    }
+
     /// Keep the first `len` bytes (no effect if the packet is shorter).
     #[inline]
     pub fn truncate(&mut self, len: usize) {

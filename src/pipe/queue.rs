@@ -356,6 +356,40 @@ impl Consumer {
         }
     }
 
+    /// The first accessible packet, if it holds at least `n` bytes (`None` for `n == 0`): the
+    /// fast path of taking a frame that lies in one segment.
+    #[inline]
+    pub(crate) fn front_holding(&self, n: usize) -> Option<&Packet> {
+        if n == 0 || self.available() < n as u64 {
+            return None;
+        }
+        // SAFETY: n > 0 bytes are available, so the node after the dummy is published and the
+        // consumer's (invariant 1); the shared borrow of `self` keeps `consume` away meanwhile.
+        let packet = unsafe {
+            let node = published_link((*self.dummy).next.load(Ordering::Acquire));
+            (*node).packet.with(|p| &*p)
+        };
+        (packet.len() >= n).then_some(packet)
+    }
+
+    /// Consume `n` bytes of the first accessible packet, which holds at least `n`
+    /// ([`front_holding`](Self::front_holding)).
+    #[inline]
+    pub(crate) fn consume_front(&mut self, n: usize) {
+        let front = self.front_mut();
+        let len = front.len();
+        assert!(
+            n <= len,
+            "consume_front of {n} bytes from a packet of {len}"
+        );
+        if n == len {
+            drop(self.pop_front());
+        } else {
+            front.skip_front(n);
+        }
+        self.consumed += n as u64;
+    }
+
     /// Consume `n` accessible bytes (n <= available), dropping packets consumed entirely.
     #[inline]
     pub(crate) fn consume(&mut self, mut n: u64) {
@@ -373,7 +407,7 @@ impl Consumer {
                 n -= len;
             } else {
                 // Advance the front packet in place: no split, so no reference-count traffic.
-                bytes::Buf::advance(front, n as usize);
+                front.skip_front(n as usize);
                 self.consumed += n;
                 n = 0;
             }

@@ -72,6 +72,32 @@ impl<'a> ReadBuffer<'a> {
         }
     }
 
+    /// The first segment (empty when the view is): what `Buf::chunk` would return, the place to
+    /// read a header in place when it lies there.
+    ///
+    /// ```
+    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+    /// writer.append(&b"head"[..])?;
+    /// writer.append(&b"tail"[..])?;
+    /// writer.flush_blocking()?;
+    /// let result = reader.read_blocking()?;
+    /// assert_eq!(result.buffer().first_chunk(), b"head");
+    /// assert_eq!(result.buffer().slice(2..6).first_chunk(), b"ad");
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
+    #[inline]
+    pub fn first_chunk(&self) -> &'a [u8] {
+        if self.start == 0 {
+            // The common case, a view from the front: one packet, no walk.
+            match self.queue.front_holding(1) {
+                Some(packet) => &packet[..packet.len().min(self.len)],
+                None => &[],
+            }
+        } else {
+            self.chunks().next().unwrap_or(&[])
+        }
+    }
+
     /// All bytes, copied into one vector.
     pub fn to_vec(&self) -> Vec<u8> {
         ByteSegments::to_vec(self)

@@ -218,6 +218,20 @@ impl PipeReader {
         self.last_len.map(|_| self.result(self.last_status))
     }
 
+    /// The buffer of the last read (less frames taken since), as [`last_read`](Self::last_read)
+    /// without the status.
+    #[inline]
+    pub(crate) fn last_buffer(&self) -> Option<ReadBuffer<'_>> {
+        self.last_len
+            .map(|len| ReadBuffer::new(&self.queue, len as usize))
+    }
+
+    /// `(is_completed, is_canceled)` of the last read, if the reader has not advanced since.
+    #[inline]
+    pub(crate) fn last_status(&self) -> Option<(bool, bool)> {
+        self.last_len.map(|_| self.last_status)
+    }
+
     /// After frames were taken, a new `read_buffer` needs `advance_to` first: the rest of the
     /// buffer is not marked examined, so it would come back at once and a parser loop that took
     /// its frames and reads for more would spin. (`read_at_least` waits by count, so it may follow
@@ -454,32 +468,84 @@ impl PipeReader {
     /// ```
     #[inline]
     pub fn take_frame(&mut self, n: usize) -> Result<Packet, Error> {
-        self.check_take(n)?;
-        let spans_segments = self.queue.packets().next().is_some_and(|p| p.len() < n);
-        let packet = if n == 0 {
-            Packet::new()
-        } else if n <= self.copy_threshold || spans_segments {
-            let mut buf = self.pool.rent(n)?;
-            let mut left = n;
-            for packet in self.queue.packets() {
-                let take = packet.len().min(left);
-                buf.extend_from_slice(&packet[..take])
-                    .expect("rented at least n bytes");
-                left -= take;
-                if left == 0 {
-                    break;
+        self.take_frame_after(0, n)
+    }
+
+    /// Drop the first `skip` bytes of the last read buffer (a header, say), then take the next
+    /// `n` out as [`take_frame`](Self::take_frame) does: one call, one bounds check, one
+    /// examined-position update, and a copied frame's buffer holds the `n` bytes only.
+    ///
+    /// ```
+    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+    /// writer.write_slice(b"\x03abc\x02de")?;
+    /// writer.flush_blocking()?;
+    /// reader.read_blocking()?;
+    /// assert_eq!(reader.take_frame_after(1, 3)?, &b"abc"[..]);
+    /// assert_eq!(reader.take_frame_after(1, 2)?, &b"de"[..]);
+    /// // Beyond the buffer: an error naming the numbers, nothing consumed.
+    /// assert!(reader.take_frame_after(1, 1).is_err());
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
+    #[inline]
+    pub fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
+        let total = skip.saturating_add(n);
+        self.check_take(total)?;
+        let packet = match self.queue.front_holding(total) {
+            // The common case, the frame in the first segment: copy or share it from there.
+            Some(front) if n > 0 => {
+                if n <= self.copy_threshold {
+                    let frame = self.pool.copy_from_slice(&front[skip..total])?;
+                    self.queue.consume_front(total);
+                    Packet::from(frame)
+                } else {
+                    self.queue.consume_front(skip);
+                    let mut frame = Packet::new();
+                    self.queue.take(n as u64, |p| frame = p);
+                    frame
                 }
             }
-            self.queue.consume(n as u64);
-            buf.freeze().into()
-        } else {
-            let mut frame = Packet::new();
-            self.queue.take(n as u64, |p| frame = p);
-            frame
+            _ => self.take_spanning(skip, n)?,
         };
-        self.after_take(n);
+        self.after_take(total);
         self.frames_taken = true;
         Ok(packet)
+    }
+
+    /// `take_frame_after`'s general case: `n` bytes (0, or not all in the first segment after
+    /// `skip`) copied into one buffer, or shared when above the copy threshold and in one
+    /// segment. The buffer is rented before anything is consumed, so a failed rent changes nothing.
+    fn take_spanning(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
+        if n == 0 {
+            self.queue.consume(skip as u64);
+            return Ok(Packet::new());
+        }
+        let spans_segments = {
+            let mut chunks = ReadBuffer::new(&self.queue, skip + n).chunks();
+            let mut left = skip;
+            // The segment holding the frame's first byte.
+            loop {
+                let chunk = chunks.next().expect("skip + n bytes are there");
+                if chunk.len() > left {
+                    break chunk.len() - left < n;
+                }
+                left -= chunk.len();
+            }
+        };
+        if n <= self.copy_threshold || spans_segments {
+            let mut buf = self.pool.rent(n)?;
+            self.queue.consume(skip as u64);
+            for chunk in ReadBuffer::new(&self.queue, n).chunks() {
+                buf.extend_from_slice(chunk)
+                    .expect("rented at least n bytes");
+            }
+            self.queue.consume(n as u64);
+            Ok(buf.freeze().into())
+        } else {
+            self.queue.consume(skip as u64);
+            let mut frame = Packet::new();
+            self.queue.take(n as u64, |p| frame = p);
+            Ok(frame)
+        }
     }
 
     /// Take the first `n` bytes of the last read buffer out as a chain, never copying.
