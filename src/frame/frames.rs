@@ -8,9 +8,6 @@ use futures_core::{FusedStream, Stream};
 use super::{DecodeBuf, Decoded, Decoder, FrameError};
 use crate::pipe::PipeReader;
 
-/// How a [`Frames`] waits for at least n unconsumed bytes: a poll, or a blocking read.
-type WaitFn<'a> = dyn FnMut(&mut PipeReader, usize) -> Poll<Result<(), crate::Error>> + 'a;
-
 /// Where a [`Frames`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -97,8 +94,7 @@ impl<D: Decoder> Frames<D> {
 
     /// The next frame, parking the thread while waiting for bytes; `None` at the end.
     pub fn next_blocking(&mut self) -> Option<Result<D::Item, D::Error>> {
-        let step =
-            self.step(&mut |reader, n| Poll::Ready(reader.read_at_least_blocking(n).map(|_| ())));
+        let step = self.step(|reader, n| Poll::Ready(reader.read_at_least_blocking(n).map(|_| ())));
         match step {
             Poll::Ready(item) => item,
             Poll::Pending => unreachable!("a blocking read never returns Pending"),
@@ -130,7 +126,13 @@ impl<D: Decoder> Frames<D> {
     }
 
     /// One step: the next item, the end, or `Pending` when `wait` is pending.
-    fn step(&mut self, wait: &mut WaitFn<'_>) -> Poll<Option<Result<D::Item, D::Error>>> {
+    /// `wait` waits for at least n unconsumed bytes: a poll, or a blocking read. Generic rather
+    /// than `dyn`, so the step inlines into `poll_next` with its closure.
+    #[inline]
+    fn step(
+        &mut self,
+        mut wait: impl FnMut(&mut PipeReader, usize) -> Poll<Result<(), crate::Error>>,
+    ) -> Poll<Option<Result<D::Item, D::Error>>> {
         loop {
             match self.state {
                 State::Done | State::Failed => return Poll::Ready(None),
@@ -255,7 +257,7 @@ impl<D: Decoder> Stream for Frames<D> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.get_mut()
-            .step(&mut |reader, n| reader.poll_read_at_least(cx, n))
+            .step(|reader, n| reader.poll_read_at_least(cx, n))
     }
 }
 
