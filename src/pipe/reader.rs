@@ -109,6 +109,8 @@ pub struct PipeReader {
     last_status: (bool, bool),
     /// A `read_at_least` target is stored in the shared state (backpressure lifted).
     lifting: bool,
+    /// That target, while `lifting`.
+    lift_target: u64,
     /// Frames were taken from the last read's buffer and no `advance_to` followed yet.
     frames_taken: bool,
     completed: bool,
@@ -132,6 +134,7 @@ impl PipeReader {
             writer_flags: 0,
             last_status: (false, false),
             lifting: false,
+            lift_target: 0,
             frames_taken: false,
             completed: false,
         }
@@ -275,16 +278,25 @@ impl PipeReader {
             }
             if let Want::AtLeast(n) = want {
                 // Lift backpressure: the writer must not pause while we wait for bytes it has not
-                // published yet. Wake it if it is already paused.
+                // published yet. Wake it if it is already paused. Once per wait: a probe polls
+                // again and again.
                 // Saturating: `read_at_least(usize::MAX)` means "until the writer completes", and a
                 // wrapped target would re-impose the pause the wait relies on lifting.
                 let target = self.queue.consumed().saturating_add(n);
-                self.state
-                    .progress
-                    .reader_needs
-                    .store(target, Ordering::SeqCst);
-                self.lifting = true;
-                self.state.waits.writer.wake();
+                if !self.lifting || self.lift_target != target {
+                    self.state
+                        .progress
+                        .reader_needs
+                        .store(target, Ordering::SeqCst);
+                    self.lifting = true;
+                    self.lift_target = target;
+                    self.state.waits.writer.wake();
+                }
+            }
+            // `block_on` probing: it spins and polls again before it sleeps, so register nothing
+            // (the writer then has no waker to wake: the cheap path of its flush).
+            if super::blocking::probing() {
+                return Poll::Pending;
             }
             // About to sleep: send the writer's parked block home, so an idle pipe holds none
             // (the writer rents a fresh one if it writes again).
@@ -592,10 +604,10 @@ impl PipeReader {
             return;
         }
         self.examined_max = position;
-        self.state.progress.reader.store(position, Ordering::SeqCst);
+        self.state.reader.store(position, Ordering::SeqCst);
         if self.state.waits.writer.is_waiting() {
             let published = self.queue.published_bytes();
-            let reader = self.state.progress.reader.load(Ordering::SeqCst);
+            let reader = self.state.reader.load(Ordering::SeqCst);
             if !self.state.must_wait(reader, published, true) {
                 self.state.waits.writer.wake();
             }
@@ -630,7 +642,12 @@ impl PipeReader {
             self.state.set_reader_error(error);
             word |= FAILED;
         }
-        self.state.progress.reader.store(word, Ordering::SeqCst);
+        self.state.reader.store(word, Ordering::SeqCst);
+        // After the word: a writer that sees the flag finds `DONE` (and the error) in the word.
+        self.state
+            .progress
+            .reader_done
+            .store(true, Ordering::SeqCst);
         self.state.waits.writer.wake();
         self.state.waits.reader_closed.wake();
         self.queue.release_parked_tail();

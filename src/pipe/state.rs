@@ -6,7 +6,8 @@
 //! | field | written by | read by |
 //! |---|---|---|
 //! | queue `published` word (bytes + `WRITER_DONE`/`WRITER_FAILED`) | writer (SeqCst add) | reader |
-//! | `reader` word (furthest examined + `READER_DONE`/`READER_FAILED`) | reader (SeqCst) | writer |
+//! | `reader` word (furthest examined + `READER_DONE`/`READER_FAILED`) | reader (SeqCst) | writer, only when a flush may pause or the reader completed |
+//! | `reader_done` flag (a copy of the word's `DONE`, stored after it) | reader (SeqCst, once) | writer, every flush |
 //! | `reader_needs` (target of a pending `read_at_least`) | reader (SeqCst) | writer |
 //! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap) |
 //! | `waits.reader` | reader registers | writer and cancelers wake |
@@ -27,23 +28,28 @@ pub(crate) const FAILED: u64 = 1 << 62;
 /// The count part of a state word.
 pub(crate) const COUNT: u64 = !(DONE | FAILED);
 
-/// Everything the two ends share besides the segment queue, in two cache-line groups (each
-/// `CachePadded`, so a pipe costs 384 bytes of state here, not one line per field):
+/// Everything the two ends share besides the segment queue, in three cache-line groups (each
+/// `CachePadded`, so a pipe costs 512 bytes of state here, not one line per field):
 ///
-/// - `progress`: the reader's examined position, written on every advance and read by the writer on
-///   every flush, with what is read alongside it and rarely written (thresholds, the
-///   `read_at_least` target, cancel flags, completion errors).
+/// - `reader`: the reader's examined position, written on every advance. The writer loads it only
+///   when a flush may have to pause (the bytes past the position it last loaded reach the pause
+///   threshold) or to see how the reader completed, so a streaming pipe far from its threshold
+///   does not move this line between the cores on every frame.
+/// - `progress`: what the writer reads on every flush and is rarely written: the reader's
+///   completion flag, thresholds, the `read_at_least` target, cancel flags, completion errors.
 /// - `waits`: each side's parking spot, written only when a side goes to sleep or wakes the other.
 ///
 /// The writer's hot word (`published`) and its parked block live in the queue's own shared state.
 pub(crate) struct PipeState {
+    pub(crate) reader: CachePadded<AtomicU64>,
     pub(crate) progress: CachePadded<Progress>,
     pub(crate) waits: CachePadded<Waits>,
 }
 
 pub(crate) struct Progress {
-    /// Furthest examined byte + `DONE`/`FAILED` of the reader.
-    pub(crate) reader: AtomicU64,
+    /// The reader has completed: set (SeqCst) after `DONE` is in the `reader` word, so a writer
+    /// that sees it finds `DONE` there too. Read on every flush; written once.
+    pub(crate) reader_done: AtomicBool,
     /// Target of a waiting `read_at_least` (0: none): lifts backpressure below it.
     pub(crate) reader_needs: AtomicU64,
     pub(crate) pause_threshold: u64,
@@ -65,8 +71,9 @@ pub(crate) struct Waits {
 impl PipeState {
     pub(crate) fn new(pause_threshold: u64, resume_threshold: u64) -> PipeState {
         PipeState {
+            reader: CachePadded(AtomicU64::new(0)),
             progress: CachePadded(Progress {
-                reader: AtomicU64::new(0),
+                reader_done: AtomicBool::new(false),
                 reader_needs: AtomicU64::new(0),
                 pause_threshold,
                 // A paused flush resumes at `< resume`; 0 would never be reached, so it means

@@ -74,6 +74,9 @@ pub struct PipeWriter {
     /// The current flush is waiting for the reader (cleared whenever a flush returns).
     paused: bool,
     reader_done: bool,
+    /// The reader's examined position as this writer last loaded it (it only grows): enough to
+    /// know that a flush or write far below the pause threshold cannot pause.
+    reader_seen: u64,
     completed: bool,
 }
 
@@ -108,6 +111,7 @@ impl PipeWriter {
             published: 0,
             paused: false,
             reader_done: false,
+            reader_seen: 0,
             completed: false,
         }
     }
@@ -253,7 +257,9 @@ impl PipeWriter {
                 self.paused = false;
                 return Poll::Ready(result);
             }
-            if registered {
+            if registered || super::blocking::probing() {
+                // Probing (`block_on` spins and polls again before it sleeps): paused, with no
+                // waker registered for the reader to wake.
                 self.paused = true;
                 return Poll::Pending;
             }
@@ -275,7 +281,22 @@ impl PipeWriter {
     #[inline]
     fn flush_status(&mut self) -> Option<Result<FlushResult, Error>> {
         crate::sync::loom_seq_cst_point();
-        let reader = self.state.progress.reader.load(Ordering::SeqCst);
+        let progress = &self.state.progress;
+        let done = progress.reader_done.load(Ordering::SeqCst);
+        // The common case, far from the pause threshold: the reader's position only grows, so the
+        // one this writer loaded last already says this flush cannot pause; it is not loaded again
+        // (that line is written on every advance, and loading it on every flush would move it
+        // between the cores per frame). Completion and cancellation are seen through their
+        // read-mostly flags.
+        if !done
+            && !self.paused
+            && self.published.saturating_sub(self.reader_seen) < progress.pause_threshold
+            && !progress.cancel_flush.load(Ordering::SeqCst)
+        {
+            return Some(Ok(FlushResult::default()));
+        }
+        let reader = self.state.reader.load(Ordering::SeqCst);
+        self.reader_seen = reader & COUNT;
         if reader & DONE != 0 {
             self.note_reader_done();
             if reader & FAILED != 0 {
@@ -383,7 +404,12 @@ impl PipeWriter {
                 return Poll::Ready(Err(self.reader_gone()));
             }
             let pause = self.state.progress.pause_threshold;
-            if self.paused || (pause > 0 && self.pending_bytes() >= pause) {
+            // By the position loaded last, then (only if that says pause) by a fresh one.
+            if self.paused
+                || (pause > 0
+                    && self.pending_bytes(false) >= pause
+                    && self.pending_bytes(true) >= pause)
+            {
                 let result = ready!(self.poll_flush_pipe(cx))?;
                 if result.is_completed() {
                     return Poll::Ready(Err(self.reader_gone()));
@@ -400,22 +426,29 @@ impl PipeWriter {
         }
     }
 
-    /// Bytes the reader has not examined yet, flushed or staged.
+    /// Bytes the reader has not examined yet, flushed or staged, by the reader position this
+    /// writer loaded last (`fresh`: load it again first).
     #[inline]
-    fn pending_bytes(&self) -> u64 {
-        let examined = self.state.progress.reader.load(Ordering::Acquire) & COUNT;
-        self.published.saturating_sub(examined) + self.unflushed_len() as u64
+    fn pending_bytes(&mut self, fresh: bool) -> u64 {
+        if fresh {
+            self.reader_seen = self.state.reader.load(Ordering::Acquire) & COUNT;
+        }
+        self.published.saturating_sub(self.reader_seen) + self.unflushed_len() as u64
     }
 
     /// How many bytes a write may stage now: the room below the pause threshold, or what a
     /// waiting `read_at_least` still needs beyond the published and staged bytes.
     #[inline]
-    fn write_room(&self) -> usize {
+    fn write_room(&mut self) -> usize {
         let pause = self.state.progress.pause_threshold;
         if pause == 0 {
             return usize::MAX;
         }
-        let below_pause = pause.saturating_sub(self.pending_bytes());
+        // The position loaded last, and a fresh one only when that leaves no room.
+        let mut below_pause = pause.saturating_sub(self.pending_bytes(false));
+        if below_pause == 0 {
+            below_pause = pause.saturating_sub(self.pending_bytes(true));
+        }
         let needed = self
             .state
             .progress
@@ -467,7 +500,7 @@ impl PipeWriter {
     /// The error a write gets once the reader is gone: its completion error, or
     /// [`Error::ReaderGone`].
     fn reader_gone(&self) -> Error {
-        if self.state.progress.reader.load(Ordering::Acquire) & FAILED != 0 {
+        if self.state.reader.load(Ordering::Acquire) & FAILED != 0 {
             self.state.reader_error()
         } else {
             Error::ReaderGone
@@ -512,7 +545,7 @@ impl PipeWriter {
         // The wait handshake (`wait.rs`): announce, then re-check with a SeqCst load.
         self.state.waits.reader_closed.register(cx.waker());
         crate::sync::loom_seq_cst_point();
-        if self.state.progress.reader.load(Ordering::SeqCst) & DONE != 0 {
+        if self.state.reader.load(Ordering::SeqCst) & DONE != 0 {
             self.note_reader_done();
             return Poll::Ready(());
         }
@@ -585,7 +618,7 @@ impl PipeWriter {
 
     #[inline]
     fn check_reader_done(&mut self) -> bool {
-        if !self.reader_done && self.state.progress.reader.load(Ordering::Acquire) & DONE != 0 {
+        if !self.reader_done && self.state.progress.reader_done.load(Ordering::Acquire) {
             self.note_reader_done();
         }
         self.reader_done
