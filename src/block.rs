@@ -499,6 +499,25 @@ impl Window {
         self.len = end - start;
     }
 
+    /// Grow this window over `next` when `next` starts where this one ends, in the same block:
+    /// both are sealed bytes of that block (invariant 3 holds for their union as for each), so the
+    /// joined window needs no copy and no new reference; the caller drops `next`'s. No unsafe code:
+    /// a comparison of addresses.
+    #[inline]
+    pub(crate) fn try_join(&mut self, next: &Window) -> bool {
+        let adjacent = self.is_followed_by(next);
+        if adjacent {
+            self.len += next.len;
+        }
+        adjacent
+    }
+
+    /// Whether [`try_join`](Self::try_join) would join `next` onto this window.
+    #[inline]
+    pub(crate) fn is_followed_by(&self, next: &Window) -> bool {
+        self.block == next.block && self.data.as_ptr().wrapping_add(self.len) == next.data.as_ptr()
+    }
+
     /// The bytes, mutably, when this is the only handle to the block.
     pub(crate) fn get_mut(&mut self) -> Option<&mut [u8]> {
         if !self.is_unique() {

@@ -1580,6 +1580,50 @@ fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_not
 }
 
 #[test]
+fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_copied() {
+    let pool = Pool::new();
+    let (mut writer, mut reader) = pipe_on(
+        &pool,
+        PipeOptions::new()
+            .copy_threshold(100)
+            .min_segment_size(4096)
+            .pause_threshold(0),
+    );
+    // Three flushes into the tail of one 4 KiB block: three segments that follow each other.
+    let data: Vec<u8> = (0..600u32).map(|i| (i * 31 % 251) as u8).collect();
+    for part in data.chunks(200) {
+        writer.write_slice(part).unwrap();
+        flush_now(&mut writer);
+    }
+    let result = reader.try_read().unwrap().unwrap();
+    assert_eq!(result.buffer().chunks().count(), 3);
+    let start = result.buffer().first_chunk().as_ptr();
+    let rents = pool.stats().rents;
+
+    // 500 bytes from offset 50: over all three segments, above the copy threshold: one window,
+    // no copy, no rent.
+    let frame = reader.take_frame_after(50, 500).unwrap();
+    assert_eq!(&frame[..], &data[50..550]);
+    assert_eq!(frame.as_ptr(), start.wrapping_add(50), "shared, not copied");
+    assert_eq!(pool.stats().rents, rents, "no buffer rented for the frame");
+    assert!(
+        !frame.as_owned().unwrap().is_unique(),
+        "shares the pipe's block"
+    );
+    reader.advance_to(50, 50).unwrap();
+    drop(frame);
+
+    // Segments of separate blocks (appended packets) do not join: copied into one buffer.
+    writer.append(pooled(&pool, &data[..300])).unwrap();
+    writer.append(pooled(&pool, &data[300..])).unwrap();
+    flush_now(&mut writer);
+    reader.try_read().unwrap().unwrap();
+    let frame = reader.take_frame(600).unwrap();
+    assert_eq!(&frame[..], &data[..]);
+    assert!(frame.as_owned().unwrap().is_unique(), "a copy of its own");
+}
+
+#[test]
 fn first_chunk_is_the_first_segment_of_any_view() {
     let (mut writer, mut reader) = pipe();
     writer.append(&b"abc"[..]).unwrap();

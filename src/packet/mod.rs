@@ -246,6 +246,35 @@ impl Packet {
         }
     }
 
+    /// Append `next` without copying when both are pooled and `next` starts where this packet
+    /// ends in the same block ([`OwnedPacket::try_join`]); an empty side joins anything. Otherwise
+    /// `next` comes back in `Err` and this packet is unchanged. (Bytes and static slices never
+    /// join: memory that merely lies next to theirs may belong to something else.)
+    ///
+    /// ```
+    /// use packetpipe::Packet;
+    ///
+    /// let pool = packetpipe::Pool::new();
+    /// let mut packet = Packet::from(pool.copy_from_slice(b"abcdef").unwrap());
+    /// let tail = packet.split_off(2);
+    /// packet.try_join(tail).unwrap();
+    /// assert_eq!(&packet[..], b"abcdef");
+    /// assert!(packet.try_join(Packet::from_static(b"gh")).is_err());
+    /// ```
+    pub fn try_join(&mut self, next: Packet) -> Result<(), Packet> {
+        if next.is_empty() {
+            return Ok(());
+        }
+        if self.is_empty() {
+            *self = next;
+            return Ok(());
+        }
+        match (&mut self.repr, next.repr) {
+            (Repr::Owned(head), Repr::Owned(tail)) => head.try_join(tail).map_err(Packet::from),
+            (_, repr) => Err(Packet { repr }),
+        }
+    }
+
     /// Keep the first `len` bytes (no effect if the packet is shorter).
     pub fn truncate(&mut self, len: usize) {
         match &mut self.repr {

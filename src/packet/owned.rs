@@ -122,6 +122,35 @@ impl OwnedPacket {
         self.window.narrow(n, self.len());
     }
 
+    /// Append `next` to this packet without copying when it starts where this one ends in the same
+    /// block (two packets sealed one after the other from one buffer, or split from one packet):
+    /// the inverse of [`split_to`](Self::split_to). Otherwise `next` comes back unchanged in
+    /// `Err`, and this packet is unchanged too.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let mut head = pool.copy_from_slice(b"header:body").unwrap();
+    /// let tail = head.split_off(7);
+    /// head.try_join(tail).unwrap();
+    /// assert_eq!(&head[..], b"header:body");
+    /// // Packets of different blocks do not join.
+    /// let other = pool.copy_from_slice(b"!").unwrap();
+    /// assert!(head.try_join(other).is_err());
+    /// ```
+    pub fn try_join(&mut self, next: OwnedPacket) -> Result<(), OwnedPacket> {
+        if self.window.try_join(&next.window) {
+            Ok(()) // `next` drops here: the joined window holds this packet's reference
+        } else {
+            Err(next)
+        }
+    }
+
+    /// Whether [`try_join`](Self::try_join) would join `next` onto this packet.
+    #[inline]
+    pub fn is_followed_by(&self, next: &OwnedPacket) -> bool {
+        self.window.is_followed_by(&next.window)
+    }
+
     /// Keep the first `len` bytes (no effect if the packet is shorter).
     #[inline]
     pub fn truncate(&mut self, len: usize) {

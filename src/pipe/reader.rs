@@ -460,8 +460,9 @@ impl PipeReader {
     ///
     /// Frames of at most the copy threshold are copied into a fitted pooled buffer, so a small frame
     /// never pins a large block; larger frames are shared without copying when they lie in one
-    /// segment (a large frame spanning segments is copied once; use
-    /// [`take_frame_chain`](Self::take_frame_chain) to share it as a chain instead). The buffer of
+    /// segment, or in segments that follow each other in one block (a pump's consecutive reads
+    /// into the same block, a writer's flushes); a large frame spanning separate blocks is copied
+    /// once (use [`take_frame_chain`](Self::take_frame_chain) to share it as a chain instead). The buffer of
     /// the last read shrinks by `n`; call [`advance_to`](Self::advance_to) as usual afterwards
     /// (positions relative to what is left) to mark how far the rest was examined.
     ///
@@ -543,7 +544,18 @@ impl PipeReader {
                 left -= chunk.len();
             }
         };
-        if n <= self.copy_threshold || spans_segments {
+        if spans_segments && n > self.copy_threshold && self.in_one_block(skip, n) {
+            // Segments that follow each other in one block (a pump's reads into the same block, a
+            // writer's flushes): one window over them, shared, not copied.
+            self.queue.consume(skip as u64);
+            let mut frame = Packet::new();
+            self.queue.take(n as u64, |p| {
+                frame
+                    .try_join(p)
+                    .unwrap_or_else(|_| unreachable!("in_one_block checked every segment"))
+            });
+            Ok(frame)
+        } else if n <= self.copy_threshold || spans_segments {
             let mut buf = self.pool.rent(n)?;
             self.queue.consume(skip as u64);
             for chunk in ReadBuffer::new(&self.queue, n).chunks() {
@@ -558,6 +570,31 @@ impl PipeReader {
             self.queue.take(n as u64, |p| frame = p);
             Ok(frame)
         }
+    }
+
+    /// Whether the `n > 0` bytes after the first `skip` lie in pooled segments of one block, each
+    /// starting where the one before ends (so one window can cover them).
+    fn in_one_block(&self, mut skip: usize, mut n: usize) -> bool {
+        let mut previous: Option<&crate::OwnedPacket> = None;
+        for packet in self.queue.packets() {
+            if skip >= packet.len() {
+                skip -= packet.len();
+                continue;
+            }
+            let Some(owned) = packet.as_owned() else {
+                return false;
+            };
+            if previous.is_some_and(|p| !p.is_followed_by(owned)) {
+                return false;
+            }
+            let here = packet.len() - std::mem::take(&mut skip);
+            if here >= n {
+                return true;
+            }
+            n -= here;
+            previous = Some(owned);
+        }
+        false
     }
 
     /// Take the first `n` bytes of the last read buffer out as a chain, never copying.
