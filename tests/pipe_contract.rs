@@ -1355,25 +1355,30 @@ fn read_at_least_lifts_backpressure_across_threads() {
 // ------------------------------------------------------------------------------------------------
 // take_frame.
 
-#[test]
-fn take_frame_copies_small_and_shares_large() {
-    let pool = Pool::new();
+/// A pipe on `pool` (copy threshold 100, no backpressure) holding 1,000 bytes in one pooled
+/// block, read: the writer, the reader, the bytes and the address of the first.
+fn pipe_with_one_block(pool: &Pool, pattern: u32) -> (PipeWriter, PipeReader, Vec<u8>, *const u8) {
     let (mut writer, mut reader) = pipe_on(
-        &pool,
+        pool,
         PipeOptions::new().copy_threshold(100).pause_threshold(0),
     );
-    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 256) as u8).collect();
-    writer.append(pooled(&pool, &data)).unwrap(); // one 1024-byte block
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * pattern % 256) as u8).collect();
+    writer.append(pooled(pool, &data)).unwrap(); // one 1024-byte block
     flush_now(&mut writer);
     let start = reader
         .try_read()
         .unwrap()
         .unwrap()
         .buffer()
-        .chunks()
-        .next()
-        .unwrap()
+        .first_chunk()
         .as_ptr();
+    (writer, reader, data, start)
+}
+
+#[test]
+fn take_frame_copies_small_and_shares_large() {
+    let pool = Pool::new();
+    let (writer, mut reader, data, start) = pipe_with_one_block(&pool, 7);
 
     // n == copy threshold: copied into its own, fitted, pooled buffer.
     let small = reader.take_frame(100).unwrap();
@@ -1508,20 +1513,7 @@ fn take_frame_chain_shares_a_frame_spanning_segments() {
 #[test]
 fn take_frame_after_skips_a_header_then_copies_small_and_shares_large() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(
-        &pool,
-        PipeOptions::new().copy_threshold(100).pause_threshold(0),
-    );
-    let data: Vec<u8> = (0..1000u32).map(|i| (i * 13 % 256) as u8).collect();
-    writer.append(pooled(&pool, &data)).unwrap();
-    flush_now(&mut writer);
-    let start = reader
-        .try_read()
-        .unwrap()
-        .unwrap()
-        .buffer()
-        .first_chunk()
-        .as_ptr();
+    let (_writer, mut reader, data, start) = pipe_with_one_block(&pool, 13);
 
     // Skip 4, copy 100 (the threshold) into a buffer fitted to the 100 bytes alone.
     let small = reader.take_frame_after(4, 100).unwrap();
