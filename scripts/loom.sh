@@ -37,6 +37,7 @@ mutants=(
     "short_read_at_least read_at_least_end"
     "take_frame_no_wake take_frame_cycles"
     "close_check_unlocked pool_close"
+    "done_flag_first reader_completed"
 )
 
 start=$SECONDS

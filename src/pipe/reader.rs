@@ -679,6 +679,15 @@ impl PipeReader {
             self.state.set_reader_error(error);
             word |= FAILED;
         }
+        // MUTANT done_flag_first (test-only, `--cfg packetpipe_mutant="done_flag_first"`): the
+        // flag goes out before the word, so a writer that sees it can load a word without `DONE`
+        // and report a flush after the completion as not completed.
+        if cfg!(packetpipe_mutant = "done_flag_first") {
+            self.state
+                .progress
+                .reader_done
+                .store(true, Ordering::SeqCst);
+        }
         self.state.reader.store(word, Ordering::SeqCst);
         // After the word: a writer that sees the flag finds `DONE` (and the error) in the word.
         self.state

@@ -282,7 +282,10 @@ impl PipeWriter {
     fn flush_status(&mut self) -> Option<Result<FlushResult, Error>> {
         crate::sync::loom_seq_cst_point();
         let progress = &self.state.progress;
-        let done = progress.reader_done.load(Ordering::SeqCst);
+        // This writer may know already (`poll_reader_completed` sees `DONE` in the word, which the
+        // reader stores before the flag): a flush after that must say so too (the loom model
+        // `completion_reaches_an_unpaused_flush` found a flush that did not).
+        let done = self.reader_done || progress.reader_done.load(Ordering::SeqCst);
         // The common case, far from the pause threshold: the reader's position only grows, so the
         // one this writer loaded last already says this flush cannot pause; it is not loaded again
         // (that line is written on every advance, and loading it on every flush would move it
