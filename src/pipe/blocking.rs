@@ -6,22 +6,12 @@
 //! wait still sleeps. The waker sets a flag before it unparks, so the spinning thread sees the wake
 //! without any syscall (`unpark` of a thread that is not parked is an atomic swap).
 //!
-//! Probing first. A waiting side that registers its waker makes the other side pay for the wake
-//! (the waiting flag's swap, the waker slot's lock, the unpark), and both sides' cache lines cross
-//! the cores on every frame when the reader catches up with a streaming writer after each one. So
-//! `block_on` first polls in *probe* mode ([`probing`]): the pipe's futures then check their
-//! condition and return `Pending` without registering anything (a few loads), and `block_on` spins
-//! between such probes; only when the spin ends without progress does it poll for real (register)
-//! and go on to the yield and park phases. A wait the other side ends within the spin costs it
-//! nothing at all.
-//!
 //! Adaptive: each thread keeps a spin budget (in steps of the backoff) that grows when spinning
 //! ended a wait, or when a wait that went on to sleep was short anyway (a longer spin would have
 //! caught it), and shrinks when the sleep was long, so a thread whose waits are long (an idle
 //! connection, a slow peer) stops burning CPU on them.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -68,43 +58,6 @@ const MAX_STEPS: u32 = SPIN_STEPS + 100;
 /// A sleep shorter than this was worth spinning through (about what the full budget spins).
 const SHORT_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
 
-// Whether `block_on` is polling in probe mode on this thread (see the module doc).
-#[cfg(not(packetpipe_loom))]
-std::thread_local! {
-    static PROBING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the current poll is a probe of `block_on`: a future that would wait returns `Pending`
-/// without registering a waker (and without idle-time work), since `block_on` polls it again
-/// before it sleeps. Always false outside `block_on`, and in loom builds (the models check the
-/// registering path).
-#[inline]
-pub(crate) fn probing() -> bool {
-    #[cfg(not(packetpipe_loom))]
-    return PROBING.with(|p| p.get());
-    #[cfg(packetpipe_loom)]
-    return false;
-}
-
-/// Sets the probe flag for one poll and clears it after, even if the poll panics.
-#[cfg(not(packetpipe_loom))]
-struct Probe;
-
-#[cfg(not(packetpipe_loom))]
-impl Probe {
-    fn start() -> Probe {
-        PROBING.with(|p| p.set(true));
-        Probe
-    }
-}
-
-#[cfg(not(packetpipe_loom))]
-impl Drop for Probe {
-    fn drop(&mut self) {
-        PROBING.with(|p| p.set(false));
-    }
-}
-
 thread_local! {
     // Made on first use: blocking calls allocate nothing afterwards.
     static WAITER: ThreadWaiter = {
@@ -121,25 +74,6 @@ thread_local! {
 }
 
 impl ThreadWaiter {
-    /// Poll in probe mode, spinning between polls, for the spin part of the budget; `Some` when
-    /// the future became ready.
-    #[cfg(not(packetpipe_loom))]
-    fn probe<F: Future>(&self, mut future: Pin<&mut F>, cx: &mut Context<'_>) -> Option<F::Output> {
-        let steps = self.budget.get().min(SPIN_STEPS);
-        for step in 0..=steps {
-            if step > 0 {
-                for _ in 0..1u32 << (step - 1) {
-                    std::hint::spin_loop();
-                }
-            }
-            let _probe = Probe::start();
-            if let Poll::Ready(output) = future.as_mut().poll(cx) {
-                return Some(output);
-            }
-        }
-        None
-    }
-
     /// Wait until woken: spin and yield within the budget, then park. A spurious return only
     /// costs another poll.
     fn wait(&self) {
@@ -188,10 +122,6 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
     WAITER.with(|waiter| {
         let mut cx = Context::from_waker(&waiter.waker);
-        #[cfg(not(packetpipe_loom))]
-        if let Some(output) = waiter.probe(future.as_mut(), &mut cx) {
-            return output;
-        }
         loop {
             // Cleared before the poll: a wake that comes during or after it is seen by `wait`.
             waiter.unparker.notified.store(false, Ordering::Relaxed);

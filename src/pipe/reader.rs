@@ -293,11 +293,6 @@ impl PipeReader {
                     self.state.waits.writer.wake();
                 }
             }
-            // `block_on` probing: it spins and polls again before it sleeps, so register nothing
-            // (the writer then has no waker to wake: the cheap path of its flush).
-            if super::blocking::probing() {
-                return Poll::Pending;
-            }
             // About to sleep: send the writer's parked block home, so an idle pipe holds none
             // (the writer rents a fresh one if it writes again).
             self.queue.release_parked_tail();

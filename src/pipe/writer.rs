@@ -257,9 +257,7 @@ impl PipeWriter {
                 self.paused = false;
                 return Poll::Ready(result);
             }
-            if registered || super::blocking::probing() {
-                // Probing (`block_on` spins and polls again before it sleeps): paused, with no
-                // waker registered for the reader to wake.
+            if registered {
                 self.paused = true;
                 return Poll::Pending;
             }
