@@ -230,7 +230,9 @@ impl Pool {
     /// The capacity a request of `size` bytes gets, or `None` if it is not pooled.
     pub fn class_size_for(&self, size: usize) -> Option<usize> {
         let config = &self.handle.shared.config;
-        config.class_of(size).map(|class| config.class_size(class))
+        config
+            .class_of(size.max(1))
+            .map(|class| config.class_size(class))
     }
 }
 
