@@ -41,7 +41,9 @@ struct Header {
     refs: AtomicUsize,
     /// The pool the block returns to. The block holds this strong reference for its whole life,
     /// so the pool's shared state outlives every block, even after the last `Pool` handle drops.
-    pool: Option<Arc<PoolShared>>,
+    /// Every block has one (unpooled blocks too), so the return path compares it with its hot
+    /// cache's pool without a null test.
+    pool: Arc<PoolShared>,
     capacity: usize,
     class: u8,
     /// Link to the next block of a `FreeStack` (invariant 4).
@@ -125,7 +127,7 @@ impl FreeBlock {
     pub(crate) fn allocate(
         capacity: usize,
         class: u8,
-        pool: Option<Arc<PoolShared>>,
+        pool: Arc<PoolShared>,
     ) -> Result<FreeBlock, Error> {
         if capacity > MAX_CAPACITY {
             return Err(Error::RequestTooLarge {
@@ -150,9 +152,7 @@ impl FreeBlock {
             #[cfg(any(debug_assertions, packetpipe_loom))]
             free: crate::sync::atomic::AtomicBool::new(false),
         };
-        if let Some(pool) = &header.pool {
-            pool.note_allocated(capacity);
-        }
+        header.pool.note_allocated(capacity);
         // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
         // checked by the const assertion below) and large enough for it.
         unsafe { block.as_ptr().write(header) };
@@ -169,19 +169,10 @@ impl FreeBlock {
         header(self.0).capacity
     }
 
-    /// The address of this block's pool (null for none), to compare with `Arc::as_ptr`.
-    #[inline]
-    pub(crate) fn pool_ptr(&self) -> *const PoolShared {
-        header(self.0)
-            .pool
-            .as_ref()
-            .map_or(ptr::null(), Arc::as_ptr)
-    }
-
     /// The pool this block belongs to, borrowed for as long as the block is owned.
     #[inline]
-    pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
-        header(self.0).pool.as_ref()
+    pub(crate) fn pool(&self) -> &Arc<PoolShared> {
+        &header(self.0).pool
     }
 
     /// Zero the payload (pools built with `clear_on_return`).
@@ -216,9 +207,7 @@ impl Drop for FreeBlock {
     /// Return the memory to the system allocator.
     fn drop(&mut self) {
         let capacity = self.capacity();
-        if let Some(pool) = self.pool() {
-            pool.note_freed(capacity);
-        }
+        self.pool().note_freed(capacity);
         // SAFETY: the block is uniquely owned and never used again; the header was written by
         // `allocate` and is dropped once here (releasing its pool reference), then the allocation
         // is freed with the layout it was made with.

@@ -177,7 +177,7 @@ impl Pool {
     #[inline(never)]
     fn rent_unpooled(&self, size: usize) -> Result<FreeBlock, Error> {
         let shared = &self.handle.shared;
-        let block = FreeBlock::allocate(size, UNPOOLED, Some(shared.clone()))?;
+        let block = FreeBlock::allocate(size, UNPOOLED, shared.clone())?;
         bump_shared(&shared.shared_counts.rents, 1);
         bump_shared(&shared.shared_counts.unpooled, 1);
         Ok(block)

@@ -124,7 +124,7 @@ impl ThreadCache {
             return Ok(block);
         }
         let size = self.pool.config.class_size(class);
-        let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
+        let block = FreeBlock::allocate(size, class as u8, self.pool.clone())?;
         bump(&self.slot.fresh, 1);
         bump(&self.slot.rents, 1);
         Ok(block)
@@ -463,11 +463,7 @@ fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
         bump_shared(&pool.shared_counts.rents, 1);
         return Ok(block);
     }
-    let block = FreeBlock::allocate(
-        pool.config.class_size(class),
-        class as u8,
-        Some(pool.clone()),
-    )?;
+    let block = FreeBlock::allocate(pool.config.class_size(class), class as u8, pool.clone())?;
     // Counted only once the block exists, as in `ThreadCache::rent`: a refused allocation is not
     // a rent, and counting it would leave `outstanding` above zero for good.
     bump_shared(&pool.shared_counts.rents, 1);
@@ -481,7 +477,7 @@ fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
 /// takes no branch out of this function; everything else is [`recycle_slow`].
 #[inline(always)]
 pub(crate) fn recycle(block: FreeBlock) {
-    let home = block.pool_ptr();
+    let home = Arc::as_ptr(block.pool());
     let mut pending = Some(block);
     with_hot(
         |pool| Arc::as_ptr(pool) == home,
@@ -505,7 +501,7 @@ fn recycle_slow(block: FreeBlock) {
     with_caches(|caches| {
         let block = pending.take()?;
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
-        let pool = block.pool().expect("pooled blocks belong to a pool");
+        let pool = block.pool();
         if pool.is_closed() && caches.find(pool).is_none() {
             // A closed pool caches nothing: free the block without registering a cache.
             free_uncached(block);
@@ -518,10 +514,7 @@ fn recycle_slow(block: FreeBlock) {
     });
     if let Some(mut block) = pending {
         // No thread cache: keep the pool alive independently of the block, which may be freed.
-        let pool = block
-            .pool()
-            .expect("pooled blocks belong to a pool")
-            .clone();
+        let pool = block.pool().clone();
         bump_shared(&pool.shared_counts.returns, 1);
         // The depot hands this block to the next renter as is: clear it here, as the cached path
         // does in `ThreadCache::recycle`.
@@ -536,10 +529,9 @@ fn recycle_slow(block: FreeBlock) {
 /// pool that this thread has no cache for. Counted as a return and a free.
 #[cold]
 fn free_uncached(block: FreeBlock) {
-    if let Some(pool) = block.pool() {
-        bump_shared(&pool.shared_counts.returns, 1);
-        bump_shared(&pool.shared_counts.frees, 1);
-    }
+    let pool = block.pool();
+    bump_shared(&pool.shared_counts.returns, 1);
+    bump_shared(&pool.shared_counts.frees, 1);
     drop(block); // frees it
 }
 
