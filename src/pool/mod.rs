@@ -32,6 +32,8 @@ mod thread_cache;
 pub use stats::PoolStats;
 
 pub(crate) use shared::PoolShared;
+pub(crate) use stats::{bump, unbump};
+pub(crate) use thread_cache::ThreadCache;
 
 use crate::block::{FreeBlock, MAX_CAPACITY, UNPOOLED};
 use crate::error::Error;

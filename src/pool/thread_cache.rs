@@ -21,44 +21,47 @@
 //! disturbs only the threads that cached the closing pool.
 //!
 //! The hot path (issue 10, item 3). A rent or return that the last-used pool's cache can serve
-//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in about 40
+//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in about 30
 //! instructions each: the thread-local's address (a `const` thread-local with no destructor, so no
-//! lazy-initialization check), the `RefCell` borrow flag, one compare of the pool pointer with the
-//! hot cache's, the close notice (through the hot cache's own clone of it), the class's magazine,
-//! the pop or push, and two counters on the thread's statistics slot (rents or returns, and the
-//! cached-bytes level; exact, as before). Everything else (spare swap, depot, fresh allocation,
-//! spill, clearing on return, unpooled blocks, registering a cache, sweeping) is `#[cold]` and out
-//! of line.
+//! lazy-initialization check), one compare of the pool with the key of the hot cache's shelf
+//! (`block::Shelf`: the hot cache sits there, outside the `RefCell` the other caches are in, so
+//! this compare is also the borrow check), the close notice (through the hot cache's own clone of
+//! it), the class's magazine, the pop or push, and two counters on the thread's statistics slot
+//! (rents or returns, and the cached-bytes level; exact, as before). Everything else (spare swap,
+//! depot, fresh allocation, spill, clearing on return, unpooled blocks, registering a cache,
+//! sweeping) is `#[cold]` and out of line, and takes the hot cache off the shelf while it runs
+//! (`with_caches`).
 
 use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
 use super::stats::{bump, bump_shared, unbump, Slot};
-use crate::block::{FreeBlock, FreeStack, UNPOOLED};
+use crate::block::{FreeBlock, FreeStack, Shelf, UNPOOLED};
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
 
 /// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
 /// fast paths touch only this, and 32 bytes index with one shift).
-struct Magazines {
-    loaded: FreeStack,
+pub(crate) struct Magazines {
+    pub(crate) loaded: FreeStack,
     capacity: usize,
     /// Blocks the fast return path may put in `loaded`: `capacity`, or 0 for a pool that clears
     /// returned blocks (its returns all take the slow path, which clears them), so the fast path
     /// tests one number for both.
-    fast_capacity: usize,
+    pub(crate) fast_capacity: usize,
 }
 
-/// One thread's cache for one pool.
-struct ThreadCache {
-    pool: Arc<PoolShared>,
-    slot: Arc<Slot>,
-    classes: Box<[Magazines]>,
+/// One thread's cache for one pool. The fields the fast paths read are `pub(crate)` for
+/// `block::Shelf`, which runs them.
+pub(crate) struct ThreadCache {
+    pub(crate) pool: Arc<PoolShared>,
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) classes: Box<[Magazines]>,
     /// Each class's second magazine, swapped with `loaded` when that runs empty or full.
     spares: Box<[FreeStack]>,
     /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
-    notice: CloseNotice,
+    pub(crate) notice: CloseNotice,
 }
 
 impl ThreadCache {
@@ -96,9 +99,8 @@ impl ThreadCache {
         loaded + self.spares.iter().map(FreeStack::bytes).sum::<usize>()
     }
 
-    /// The hot path of a rent: a block from the loaded magazine, or `None` when it is empty.
-    /// Counted here: one rent, and the block's bytes leave the cache.
-    #[inline(always)]
+    /// A block from the loaded magazine, or `None` when it is empty (the slow rent's pop; the
+    /// fast one is `Shelf::pop`). Counted here: one rent, and the block's bytes leave the cache.
     fn pop(&mut self, class: usize) -> Option<FreeBlock> {
         let block = self.classes.get_mut(class)?.loaded.pop()?;
         bump(&self.slot.rents, 1);
@@ -128,26 +130,6 @@ impl ThreadCache {
         bump(&self.slot.fresh, 1);
         bump(&self.slot.rents, 1);
         Ok(block)
-    }
-
-    /// The hot path of a return: into the loaded magazine if it has room (and the pool does not
-    /// clear returned blocks); else back to the caller. An unpooled block comes back too: its
-    /// class, `UNPOOLED`, is out of range.
-    #[inline(always)]
-    fn push(&mut self, block: FreeBlock) -> Result<(), FreeBlock> {
-        // No check of the pool's `closed` flag here: the sweep at the start of this operation
-        // dropped the caches of pools closed before it, and a pool closing since is seen by the
-        // next operation's sweep (or this thread's exit), which frees this block with the cache.
-        let Some(mags) = self.classes.get_mut(block.class() as usize) else {
-            return Err(block);
-        };
-        if mags.loaded.len() >= mags.fast_capacity {
-            return Err(block);
-        }
-        bump(&self.slot.returns, 1);
-        bump(&self.slot.cached_bytes, block.capacity() as u64);
-        mags.loaded.push(block);
-        Ok(())
     }
 
     /// A return the fast path left: clear the block if the pool says so, then into the loaded
@@ -218,9 +200,9 @@ impl Drop for ThreadCache {
     }
 }
 
-/// This thread's caches, one per pool it has used. The one used last is `hot` and checked first
-/// (most threads use one pool, so a rent or return finds it with one compare); the others are
-/// scanned linearly and a hit moves to the front.
+/// This thread's caches, one per pool it has used. The one used last is the hot one: on the shelf
+/// between slow paths (the fast paths find it there with one compare; most threads use one pool),
+/// in `hot` while a slow path runs; the others are scanned linearly and a hit moves to the front.
 struct ThreadCaches {
     hot: Option<ThreadCache>,
     others: Vec<ThreadCache>,
@@ -242,6 +224,14 @@ impl ThreadCaches {
             hot: None,
             others: Vec::new(),
             notice: None,
+        }
+    }
+
+    /// Take the hot cache off the shelf into `hot` (unless `hot` holds it already: a slow path
+    /// that unwound left it there).
+    fn unshelve(&mut self, shelf: &Shelf) {
+        if self.hot.is_none() {
+            self.hot = shelf.take();
         }
     }
 
@@ -341,30 +331,64 @@ impl Drop for ThreadCaches {
     }
 }
 
-/// Normal builds: the caches live in a `const` thread-local whose value needs no destructor (it is
-/// wrapped in `ManuallyDrop`), so reaching it is a plain thread-local address, with no check of a
-/// "not yet initialized / already destroyed" state on every rent and return. A second
-/// thread-local, [`Teardown`], made when the thread registers its first cache, drops the caches
-/// when the thread exits.
+/// This thread's caches: the hot one on the shelf (`block::Shelf`, where the fast paths reach it
+/// without a borrow flag), the others, and the hot one while a slow path has it out, in the
+/// `RefCell` (`with_caches`).
+struct Store {
+    shelf: Shelf,
+    caches: RefCell<Stored>,
+}
+
+/// Normal builds: the caches live in a `const` thread-local whose value needs no destructor (the
+/// caches are wrapped in `ManuallyDrop`, the shelf has no drop glue), so reaching it is a plain
+/// thread-local address, with no check of a "not yet initialized / already destroyed" state on
+/// every rent and return. A second thread-local, [`Teardown`], made when the thread registers its
+/// first cache, drops the caches when the thread exits.
 #[cfg(not(packetpipe_loom))]
 type Stored = std::mem::ManuallyDrop<ThreadCaches>;
 
 /// Loom builds: loom takes all of a thread's locals out before dropping any, so `Teardown` could
-/// not reach the caches there; the caches' own destructor runs instead (`Drop for ThreadCaches`).
+/// not reach the caches there; their own destructors run instead (`Drop for Store`, then `Drop for
+/// ThreadCaches`).
 #[cfg(packetpipe_loom)]
 type Stored = ThreadCaches;
 
 #[cfg(not(packetpipe_loom))]
 thread_local! {
-    static CACHES: RefCell<Stored> =
-        const { RefCell::new(std::mem::ManuallyDrop::new(ThreadCaches::new())) };
+    static CACHES: Store = const {
+        Store {
+            shelf: Shelf::new(),
+            caches: RefCell::new(std::mem::ManuallyDrop::new(ThreadCaches::new())),
+        }
+    };
     static TEARDOWN: Teardown = const { Teardown };
 }
 
 // Loom's `thread_local!` takes no `const` initializer.
 #[cfg(packetpipe_loom)]
 thread_local! {
-    static CACHES: RefCell<Stored> = RefCell::new(ThreadCaches::new());
+    static CACHES: Store = Store {
+        shelf: Shelf::new(),
+        caches: RefCell::new(ThreadCaches::new()),
+    };
+}
+
+/// Loom builds: the hot cache goes back with the others before they are dropped (or leaked, when
+/// the thread unwinds from a failed model: see `Drop for ThreadCaches`).
+#[cfg(packetpipe_loom)]
+impl Drop for Store {
+    fn drop(&mut self) {
+        let hot = self.shelf.take();
+        if std::thread::panicking() {
+            std::mem::forget(hot);
+        } else if let Ok(mut caches) = self.caches.try_borrow_mut() {
+            if caches.hot.is_none() {
+                caches.hot = hot;
+            } else {
+                caches.others.extend(hot);
+            }
+        }
+    }
 }
 
 /// Drops this thread's caches when the thread exits (normal builds; see [`Stored`]).
@@ -378,9 +402,11 @@ impl Drop for Teardown {
         // reachable for as long as the thread runs; from here on `may_register` says no and later
         // returns (another thread-local's destructor dropping a packet) go to the depot.
         let caches = CACHES
-            .try_with(|caches| {
-                let mut caches = caches.try_borrow_mut().ok()?;
-                Some(std::mem::replace(&mut **caches, ThreadCaches::new()))
+            .try_with(|store| {
+                let mut caches = store.caches.try_borrow_mut().ok()?;
+                let mut caches = std::mem::replace(&mut **caches, ThreadCaches::new());
+                caches.unshelve(&store.shelf);
+                Some(caches)
             })
             .ok()
             .flatten();
@@ -404,35 +430,20 @@ fn may_register() -> bool {
 fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> Option<R>) -> Option<R> {
     let mut f = Some(f);
     CACHES
-        .try_with(|caches| {
-            let mut caches = caches.try_borrow_mut().ok()?;
+        .try_with(|store| {
+            let mut caches = store.caches.try_borrow_mut().ok()?;
             let f = f.take()?;
+            // The hot cache off the shelf, so the slow path sees all caches in one place (and a
+            // fast path reentering meanwhile misses, then finds the `RefCell` borrowed).
+            caches.unshelve(&store.shelf);
             caches.sweep_if_needed();
-            f(&mut caches)
-        })
-        .ok()
-        .flatten()
-}
-
-/// Run `f` on this thread's hot cache if `is_pool` says it is the right pool's and no pool closed
-/// since the last sweep; `None` otherwise, and when thread-local storage is torn down or in use.
-#[inline(always)]
-fn with_hot<R>(
-    is_pool: impl FnOnce(&Arc<PoolShared>) -> bool,
-    f: impl FnOnce(&mut ThreadCache) -> Option<R>,
-) -> Option<R> {
-    CACHES
-        .try_with(|caches| {
-            let mut caches = caches.try_borrow_mut().ok()?;
-            let cache = caches.hot.as_mut()?;
-            // The pool compared first: `hot` is `None` exactly when its pool pointer is null, so
-            // this one compare also checks that there is a hot cache. Then the sweep check of
-            // `with_caches`, on the hot cache's copy of the notice (Relaxed, as there): set, the
-            // caller takes its slow path, which sweeps.
-            if !is_pool(&cache.pool) || cache.notice.load(Ordering::Relaxed) {
-                return None;
+            let result = f(&mut caches);
+            // Back on the shelf (whichever cache is hot now). Not on unwinding: then the hot
+            // cache stays in the `RefCell` and the next slow path puts it back.
+            if let Some(hot) = caches.hot.take() {
+                caches.others.extend(store.shelf.put(hot));
             }
-            f(cache)
+            result
         })
         .ok()
         .flatten()
@@ -444,9 +455,9 @@ fn with_hot<R>(
 /// block) is inlined into the caller; everything else is [`rent_slow`].
 #[inline(always)]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    match with_hot(|own| Arc::ptr_eq(own, pool), |cache| cache.pop(class)) {
-        Some(block) => Ok(block),
-        None => rent_slow(pool, class),
+    match CACHES.try_with(|store| store.shelf.pop(pool, class)) {
+        Ok(Some(block)) => Ok(block),
+        _ => rent_slow(pool, class),
     }
 }
 
@@ -477,15 +488,12 @@ fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
 /// takes no branch out of this function; everything else is [`recycle_slow`].
 #[inline(always)]
 pub(crate) fn recycle(block: FreeBlock) {
-    let home = Arc::as_ptr(block.pool());
     let mut pending = Some(block);
-    with_hot(
-        |pool| Arc::as_ptr(pool) == home,
-        |cache| {
-            pending = cache.push(pending.take()?).err();
-            Some(())
-        },
-    );
+    let _ = CACHES.try_with(|store| {
+        if let Some(block) = pending.take() {
+            pending = store.shelf.push(block).err();
+        }
+    });
     if let Some(block) = pending {
         recycle_slow(block);
     }
