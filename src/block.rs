@@ -788,8 +788,11 @@ impl Shelf {
             return None;
         }
         let block = cache.classes.get_mut(class)?.loaded.pop()?;
-        bump(&cache.slot.rents, 1);
-        unbump(&cache.slot.cached_bytes, block.capacity() as u64);
+        // The slot's address read once: the first counter's store could, for all the compiler
+        // knows, change the field that holds it.
+        let slot = &*cache.slot;
+        bump(&slot.rents, 1);
+        unbump(&slot.cached_bytes, block.capacity() as u64);
         Some(block)
     }
 
@@ -812,8 +815,9 @@ impl Shelf {
         if mags.loaded.len() >= mags.fast_capacity {
             return Err(block);
         }
-        bump(&cache.slot.returns, 1);
-        bump(&cache.slot.cached_bytes, block.capacity() as u64);
+        let slot = &*cache.slot; // read once, as in `pop`
+        bump(&slot.returns, 1);
+        bump(&slot.cached_bytes, block.capacity() as u64);
         mags.loaded.push(block);
         Ok(())
     }

@@ -374,6 +374,133 @@ fn max_retained_bytes_bounds_the_depot() {
     assert_trimmed(&pool);
 }
 
+// ------------------------------------------------------------------------------------------------
+// The per-thread cache cap (`max_thread_cache_bytes`)
+
+/// Request sizes that hit every class of the default pool (64 B to 1 MiB), several per class.
+fn sizes_of_every_class() -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut n = 1;
+    while n <= 1 << 20 {
+        sizes.push(n);
+        n += n / 7 + 1;
+    }
+    sizes.push(1 << 20);
+    sizes
+}
+
+/// One thread rents blocks of every class, then returns them one by one: with no depot (bound 0)
+/// what the pool retains is what this thread caches, and after every single return it is within
+/// the cap. Without the cap the same returns would leave it caching two magazines of each class
+/// (about 22 MiB at the default settings).
+#[test]
+fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
+    for cap in [0, 100 * 1024, 1 << 20, 4 << 20] {
+        let pool = Pool::builder()
+            .max_thread_cache_bytes(cap)
+            .max_retained_bytes(0)
+            .build()
+            .unwrap();
+        let sizes = sizes_of_every_class();
+        let (mut most, mut returned) = (0, 0);
+        for round in 0..3 {
+            // Enough blocks of each class to fill both of its magazines (32 blocks per magazine
+            // at 8 KiB and below, 256 KiB worth above).
+            let count = |n: usize| 2 * (256 * 1024 / n.max(64)).clamp(1, 32) + 1;
+            let held: Vec<PacketBuf> = sizes
+                .iter()
+                .flat_map(|&n| (0..count(n)).map(move |_| n))
+                .map(|n| pool.rent(n).unwrap())
+                .collect();
+            returned += held.len() as u64;
+            // Returned in an order that interleaves the classes.
+            let mut held: Vec<Option<PacketBuf>> = held.into_iter().map(Some).collect();
+            let len = held.len();
+            for i in 0..len {
+                drop(held[(i * 7919 + round) % len].take());
+                let retained = pool.stats().retained_bytes;
+                assert!(
+                    retained <= cap as u64,
+                    "cap {cap}: {retained} bytes cached after {i} returns"
+                );
+                most = most.max(retained);
+            }
+            assert!(held.iter().all(Option::is_none));
+        }
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(stats.returns, returned);
+        eprintln!("cap {cap}: at most {most} cached");
+        if cap == 0 {
+            assert_eq!(most, 0, "cap 0: nothing cached");
+        } else {
+            assert!(most > 0, "cap {cap}: nothing cached");
+        }
+        assert_trimmed(&pool);
+    }
+}
+
+/// The default cap: 4 MiB, below the 6.5 MiB a thread could cache with power-of-two classes.
+#[test]
+fn the_default_thread_cache_cap_is_4_mib() {
+    let pool = Pool::builder().max_retained_bytes(0).build().unwrap();
+    let held: Vec<PacketBuf> = sizes_of_every_class()
+        .iter()
+        .flat_map(|&n| (0..64).map(move |_| n))
+        .map(|n| pool.rent(n).unwrap())
+        .collect();
+    drop(held);
+    let retained = pool.stats().retained_bytes;
+    assert!(retained <= 4 << 20, "{retained}");
+    assert!(retained >= 2 << 20, "{retained}");
+    assert_trimmed(&pool);
+}
+
+/// A thread cycling through more classes than its cap holds evicts magazines to the depot and
+/// gets them back from there: after the first round, no fresh allocation.
+#[test]
+fn evicted_magazines_come_back_from_the_depot() {
+    let pool = Pool::builder()
+        .max_thread_cache_bytes(512 * 1024)
+        .build()
+        .unwrap();
+    // Eight classes of 64 KiB to 160 KiB, two magazines each: far over the 512 KiB cap.
+    let sizes: Vec<usize> = (0..8).map(|i| (64 + 16 * i) * 1024).collect();
+    let mut after_first_round = 0;
+    for round in 0..5 {
+        for &n in &sizes {
+            let held: Vec<PacketBuf> = (0..8).map(|_| pool.rent(n).unwrap()).collect();
+            drop(held);
+        }
+        if round == 0 {
+            after_first_round = pool.stats().fresh_allocations;
+        }
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.fresh_allocations, after_first_round, "{stats:?}");
+    assert_eq!(stats.frees, 0, "{stats:?}");
+    assert_all_returned(stats);
+    assert_trimmed(&pool);
+}
+
+/// A class whose one magazine is over the cap is not cached by the thread: its blocks go through
+/// the depot, and are still reused.
+#[test]
+fn a_class_over_the_thread_cache_cap_goes_through_the_depot() {
+    let pool = Pool::builder()
+        .max_thread_cache_bytes(100 * 1024)
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        drop(pool.rent(1 << 20).unwrap()); // a 1 MiB magazine (one block) > 100 KiB
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.fresh_allocations, 1, "{stats:?}");
+    assert_eq!(stats.retained_bytes, 1 << 20, "in the depot: {stats:?}");
+    assert_all_returned(stats);
+    assert_trimmed(&pool);
+}
+
 /// Threads returning blocks of different classes at the same moment must not together push the
 /// depot over its bound.
 #[test]

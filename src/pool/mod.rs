@@ -309,6 +309,7 @@ pub(crate) fn recycle(block: FreeBlock) {
 ///     .max_class_size(256 * 1024)
 ///     .thread_cache_depth(16)
 ///     .max_retained_bytes(8 << 20)
+///     .max_thread_cache_bytes(2 << 20)
 ///     .clear_on_return(true)
 ///     .build()
 ///     .unwrap();
@@ -322,6 +323,7 @@ pub struct PoolBuilder {
     cache_depth: usize,
     magazine_bytes: usize,
     max_retained_bytes: usize,
+    max_thread_cache_bytes: usize,
     clear_on_return: bool,
 }
 
@@ -333,6 +335,7 @@ impl Default for PoolBuilder {
             cache_depth: 32,
             magazine_bytes: 256 * 1024,
             max_retained_bytes: 64 << 20,
+            max_thread_cache_bytes: DEFAULT_MAX_THREAD_CACHE_BYTES,
             clear_on_return: false,
         }
     }
@@ -346,6 +349,12 @@ impl Default for PoolBuilder {
 /// 0.12x even then, with no page faults and no allocation per operation. The pool serves tiny
 /// sizes too.
 const DEFAULT_MIN_CLASS: usize = 64;
+
+/// Default bound on the bytes one thread caches for a pool: below the 6.5 MiB a thread could
+/// cache at most with power-of-two classes, where four classes per doubling would allow about
+/// 22 MiB (`PoolBuilder::max_thread_cache_bytes`); still 16 magazines of 256 KiB, so a thread
+/// working with a handful of sizes never evicts.
+const DEFAULT_MAX_THREAD_CACHE_BYTES: usize = 4 << 20;
 
 /// Largest class the builder accepts (1 GiB).
 const MAX_CLASS_LIMIT: usize = 1 << 30;
@@ -386,6 +395,34 @@ impl PoolBuilder {
         self
     }
 
+    /// Bound on the payload bytes one thread caches for this pool (default 4 MiB).
+    ///
+    /// A thread's cache holds up to two magazines per size class (see
+    /// [`thread_cache_bytes`](Self::thread_cache_bytes)): with the default settings and all 57
+    /// classes in use, that would be about 22 MiB per thread. The cap is kept by the cache's slow
+    /// paths, so the fast rent and return cost nothing more: a class gets a loaded magazine only
+    /// once its full magazine's bytes fit under the cap, evicting (to the shared depot) the
+    /// magazines of other classes, oldest grant first, when needed; a full magazine is kept as the
+    /// class's spare only when its bytes fit too. So one thread never caches more than this many
+    /// bytes of the pool's blocks, exactly (`PoolStats::retained_bytes` counts them). A class
+    /// whose single magazine is larger than the cap is not cached by threads at all: its blocks
+    /// go through the depot (a lock per rent and return). 0 turns thread caching off.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::builder()
+    ///     .max_thread_cache_bytes(64 * 1024)
+    ///     .max_retained_bytes(0) // no depot: what is retained is what this thread caches
+    ///     .build()
+    ///     .unwrap();
+    /// let held: Vec<_> = (0..100).map(|_| pool.rent(4096).unwrap()).collect();
+    /// drop(held);
+    /// assert!(pool.stats().retained_bytes <= 64 * 1024);
+    /// ```
+    pub fn max_thread_cache_bytes(mut self, bytes: usize) -> Self {
+        self.max_thread_cache_bytes = bytes;
+        self
+    }
+
     /// Zero every block when it is returned, so no data outlives its packets in memory.
     pub fn clear_on_return(mut self, clear: bool) -> Self {
         self.clear_on_return = clear;
@@ -408,6 +445,7 @@ impl PoolBuilder {
             self.cache_depth,
             self.magazine_bytes,
             self.max_retained_bytes,
+            self.max_thread_cache_bytes,
             self.clear_on_return,
         );
         let shared = Arc::new(PoolShared::new(config));

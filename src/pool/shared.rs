@@ -27,6 +27,7 @@ pub(crate) struct Config {
     pub(crate) cache_depth: usize,
     pub(crate) magazine_bytes: usize,
     pub(crate) max_retained_bytes: usize,
+    pub(crate) max_thread_cache_bytes: usize,
     pub(crate) clear_on_return: bool,
 }
 
@@ -51,6 +52,7 @@ impl Config {
         cache_depth: usize,
         magazine_bytes: usize,
         max_retained_bytes: usize,
+        max_thread_cache_bytes: usize,
         clear_on_return: bool,
     ) -> Config {
         // The builder clamps the shifts to 4..=30: at most 105 classes, whose numbers fit the
@@ -77,6 +79,7 @@ impl Config {
             cache_depth,
             magazine_bytes,
             max_retained_bytes,
+            max_thread_cache_bytes,
             clear_on_return,
         };
         let table_max = (CLASS_TABLE_LEN << table_shift).min(config.max_size);
@@ -361,7 +364,7 @@ mod tests {
     use super::*;
 
     fn config(min_shift: u32, max_shift: u32) -> Config {
-        Config::new(min_shift, max_shift, 32, 256 * 1024, 0, false)
+        Config::new(min_shift, max_shift, 32, 256 * 1024, 0, 4 << 20, false)
     }
 
     /// `class_of` against the definition: the smallest class size at least `n`, by a scan.

@@ -62,6 +62,14 @@ pub(crate) struct ThreadCache {
     spares: Box<[FreeStack]>,
     /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
     pub(crate) notice: CloseNotice,
+    /// The byte cap (`PoolBuilder::max_thread_cache_bytes`), kept by the slow paths alone: a class
+    /// may fill a loaded magazine only once it holds a *grant* of its full magazine's bytes, and a
+    /// spare is kept only when its bytes fit too. `reserved` is the granted bytes plus the spares'
+    /// bytes and never exceeds the cap; what the cache holds never exceeds `reserved`.
+    granted: Box<[bool]>,
+    reserved: usize,
+    /// Where the next eviction looks first (a clock over the classes).
+    hand: usize,
 }
 
 impl ThreadCache {
@@ -78,7 +86,9 @@ impl ThreadCache {
                 Magazines {
                     loaded: FreeStack::new(),
                     capacity,
-                    fast_capacity: if config.clear_on_return { 0 } else { capacity },
+                    // No grant yet: the first return of the class takes the slow path, which
+                    // grants it (`grant`).
+                    fast_capacity: 0,
                 }
             })
             .collect();
@@ -90,7 +100,76 @@ impl ThreadCache {
             classes,
             spares,
             notice: CloseNotice::clone(notice),
+            granted: vec![false; config.classes()].into_boxed_slice(),
+            reserved: 0,
+            hand: 0,
         }
+    }
+
+    /// Bytes of a full loaded magazine of `class`: what a grant reserves.
+    fn magazine_bytes(&self, class: usize) -> usize {
+        self.classes[class].capacity * self.pool.config.class_size(class)
+    }
+
+    /// Whether `class` may fill a loaded magazine: granted before, or granted now, evicting other
+    /// classes if the cap needs it. `false` when the class's magazine alone is over the cap.
+    fn grant(&mut self, class: usize) -> bool {
+        if self.granted[class] {
+            return true;
+        }
+        if !self.reserve(self.magazine_bytes(class), class) {
+            return false;
+        }
+        self.granted[class] = true;
+        let mags = &mut self.classes[class];
+        mags.fast_capacity = if self.pool.config.clear_on_return {
+            0 // every return takes the slow path, which clears the block
+        } else {
+            mags.capacity
+        };
+        true
+    }
+
+    /// Reserve `bytes` under the cap, evicting classes other than `keep` (oldest grant first, in
+    /// clock order) until they fit; `false` (nothing reserved) if they cannot.
+    fn reserve(&mut self, bytes: usize, keep: usize) -> bool {
+        let cap = self.pool.config.max_thread_cache_bytes;
+        let classes = self.classes.len();
+        let mut looked = 0;
+        while self.reserved + bytes > cap && looked < classes {
+            let victim = self.hand;
+            self.hand = (self.hand + 1) % classes;
+            looked += 1;
+            if victim != keep {
+                self.evict(victim);
+            }
+        }
+        if self.reserved + bytes > cap {
+            return false;
+        }
+        self.reserved += bytes;
+        true
+    }
+
+    /// Give `class`'s cached blocks to the depot and take its grant back.
+    fn evict(&mut self, class: usize) {
+        let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
+        self.reserved -= spare.bytes();
+        self.spill(class, spare);
+        if std::mem::take(&mut self.granted[class]) {
+            self.reserved -= self.magazine_bytes(class);
+            let mags = &mut self.classes[class];
+            mags.fast_capacity = 0;
+            let loaded = std::mem::replace(&mut mags.loaded, FreeStack::new());
+            self.spill(class, loaded);
+        }
+    }
+
+    /// A magazine leaves this cache for the depot (which frees it if the pool is closed or the
+    /// depot is full).
+    fn spill(&mut self, class: usize, magazine: FreeStack) {
+        unbump(&self.slot.cached_bytes, magazine.bytes() as u64);
+        self.pool.put_magazine(class, magazine);
     }
 
     /// Payload bytes held in this cache.
@@ -113,13 +192,24 @@ impl ThreadCache {
     #[cold]
     #[inline(never)]
     fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
-        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
-        if mags.loaded.is_empty() {
+        if !self.grant(class) {
+            // The class's magazine alone is over the cap: rent past the cache.
+            if let Some(mut magazine) = self.pool.take_magazine(class) {
+                let block = magazine.pop().expect("depot magazines are never empty");
+                self.pool.put_magazine(class, magazine);
+                bump(&self.slot.rents, 1);
+                return Ok(block);
+            }
+        } else if self.classes[class].loaded.is_empty() {
+            let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
             if !spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, spare);
+                // Inside the class's grant now, no longer a spare.
+                self.reserved -= spare.bytes();
+                self.classes[class].loaded = spare;
             } else if let Some(magazine) = self.pool.take_magazine(class) {
+                // At most a full magazine: inside the grant.
                 bump(&self.slot.cached_bytes, magazine.bytes() as u64);
-                mags.loaded = magazine;
+                self.classes[class].loaded = magazine;
             }
         }
         if let Some(block) = self.pop(class) {
@@ -133,8 +223,8 @@ impl ThreadCache {
     }
 
     /// A return the fast path left: clear the block if the pool says so, then into the loaded
-    /// magazine, swapping in the spare or spilling a full magazine to the depot when the loaded
-    /// one is full.
+    /// magazine (granting the class one if it has none), moving a full one to the spare (if its
+    /// bytes fit under the cap) or spilling a full magazine to the depot.
     #[cold]
     #[inline(never)]
     fn recycle(&mut self, mut block: FreeBlock) {
@@ -142,20 +232,27 @@ impl ThreadCache {
             block.zero_payload();
         }
         let class = block.class() as usize;
-        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
-        if mags.loaded.len() >= mags.capacity {
-            if spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, spare);
+        bump(&self.slot.returns, 1);
+        if !self.grant(class) {
+            // The class's magazine alone is over the cap: past the cache, to the depot.
+            self.pool.put_block(block);
+            return;
+        }
+        if self.classes[class].loaded.len() >= self.classes[class].capacity {
+            // The full magazine becomes the spare if its bytes fit under the cap; a spare already
+            // there (the older blocks) goes to the depot first.
+            let full = std::mem::replace(&mut self.classes[class].loaded, FreeStack::new());
+            let old = std::mem::replace(&mut self.spares[class], FreeStack::new());
+            self.reserved -= old.bytes();
+            self.spill(class, old);
+            if self.reserve(full.bytes(), class) {
+                self.spares[class] = full;
             } else {
-                let full = std::mem::replace(spare, FreeStack::new());
-                std::mem::swap(&mut mags.loaded, spare);
-                unbump(&self.slot.cached_bytes, full.bytes() as u64);
-                self.pool.put_magazine(class, full);
+                self.spill(class, full);
             }
         }
-        bump(&self.slot.returns, 1);
         bump(&self.slot.cached_bytes, block.capacity() as u64);
-        mags.loaded.push(block);
+        self.classes[class].loaded.push(block);
     }
 
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
@@ -183,6 +280,11 @@ impl ThreadCache {
         }
         bump(&self.slot.frees, freed as u64);
         self.slot.cached_bytes.store(0, Ordering::Relaxed);
+        // The spares are gone; the grants stay.
+        self.reserved = (0..self.classes.len())
+            .filter(|&class| self.granted[class])
+            .map(|class| self.magazine_bytes(class))
+            .sum();
         freed_bytes
     }
 }
