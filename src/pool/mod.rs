@@ -269,8 +269,9 @@ impl PoolMonitor {
         self.shared.stats()
     }
 
-    /// Live threads holding a cache for this pool. Each caches up to two magazines per class
-    /// (counted in `retained_bytes`) and keeps the pool's shared state alive; after the pool
+    /// Live threads holding a cache for this pool. Each caches up to two magazines per class,
+    /// within [`PoolBuilder::max_thread_cache_bytes`] (counted in `retained_bytes`), and keeps the
+    /// pool's shared state alive; after the pool
     /// closed, a thread drops its cache at its next rent or return on any pool, or when it exits.
     ///
     /// ```
@@ -376,7 +377,7 @@ impl PoolBuilder {
     }
 
     /// Blocks per thread-cache magazine for small classes (default 32). Each thread caches up to
-    /// two magazines per class.
+    /// two magazines per class, within [`max_thread_cache_bytes`](Self::max_thread_cache_bytes).
     pub fn thread_cache_depth(mut self, blocks: usize) -> Self {
         self.cache_depth = blocks;
         self

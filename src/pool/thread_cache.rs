@@ -5,6 +5,13 @@
 //! magazine and returns into it; when `loaded` runs empty (or full) it swaps with `spare` before
 //! touching the depot, so a thread bouncing around a boundary does not hit the lock every time.
 //!
+//! The byte cap (`PoolBuilder::max_thread_cache_bytes`) is kept by the slow paths alone: a class
+//! fills a loaded magazine only once it holds a grant of its full magazine's bytes, and a spare is
+//! kept only if its bytes fit as well; making room evicts other classes' magazines to the depot
+//! (`ThreadCache::grant`, `reserve`, `evict`). The fast paths never see the cap: a class without a
+//! grant has an empty loaded magazine and no room (`fast_capacity` 0), so its rents and returns
+//! take the slow path, which grants.
+//!
 //! Closing. When the last `Pool` handle drops, the closing thread frees the depot and its own
 //! cache, but it cannot reach other threads' caches (they take no lock, that is the point of
 //! them). Instead it sets the *close notice* of every thread registered with the pool (one flag
