@@ -73,7 +73,12 @@ use stats::bump_shared;
 /// ```
 #[derive(Clone)]
 pub struct Pool {
-    handle: Arc<Handle>,
+    /// The shared state, held directly (as well as through `handle`) so that a rent reaches it
+    /// with one load instead of two: a clone costs a second reference count, a rent one
+    /// instruction less.
+    shared: Arc<PoolShared>,
+    /// Held for its `Drop`: the last `Pool` to go closes the pool.
+    _handle: Arc<Handle>,
 }
 
 /// Closes the shared state when the last `Pool` handle goes, breaking the cycle between the depot
@@ -93,7 +98,7 @@ impl Drop for Handle {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let c = &self.handle.shared.config;
+        let c = &self.shared.config;
         f.debug_struct("Pool")
             .field("min_class_size", &(1usize << c.min_shift))
             .field("max_class_size", &(1usize << c.max_shift))
@@ -168,7 +173,7 @@ impl Pool {
 
     #[inline(always)]
     fn rent_block(&self, size: usize) -> Result<FreeBlock, Error> {
-        let shared = &self.handle.shared;
+        let shared = &self.shared;
         match shared.config.class_of(size) {
             Some(class) => thread_cache::rent(shared, class),
             None => self.rent_unpooled(size),
@@ -178,7 +183,7 @@ impl Pool {
     #[cold]
     #[inline(never)]
     fn rent_unpooled(&self, size: usize) -> Result<FreeBlock, Error> {
-        let shared = &self.handle.shared;
+        let shared = &self.shared;
         let block = FreeBlock::allocate(size, UNPOOLED, shared.clone())?;
         bump_shared(&shared.shared_counts.rents, 1);
         bump_shared(&shared.shared_counts.unpooled, 1);
@@ -201,14 +206,14 @@ impl Pool {
 
     /// A snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
-        self.handle.shared.stats()
+        self.shared.stats()
     }
 
     /// A handle that reads this pool's statistics without keeping the pool open (see
     /// [`PoolMonitor`]).
     pub fn monitor(&self) -> PoolMonitor {
         PoolMonitor {
-            shared: self.handle.shared.clone(),
+            shared: self.shared.clone(),
         }
     }
 
@@ -216,22 +221,22 @@ impl Pool {
     /// payload bytes freed. Other threads' caches (bounded by the cache settings) are untouched:
     /// they are flushed to the depot when those threads exit.
     pub fn trim(&self) -> usize {
-        self.handle.shared.drain_depots() + thread_cache::trim(&self.handle.shared)
+        self.shared.drain_depots() + thread_cache::trim(&self.shared)
     }
 
     /// The size of the smallest pooled block.
     pub fn min_class_size(&self) -> usize {
-        1 << self.handle.shared.config.min_shift
+        1 << self.shared.config.min_shift
     }
 
     /// The size of the largest pooled block; larger requests are plain allocations.
     pub fn max_class_size(&self) -> usize {
-        1 << self.handle.shared.config.max_shift
+        1 << self.shared.config.max_shift
     }
 
     /// The capacity a request of `size` bytes gets, or `None` if it is not pooled.
     pub fn class_size_for(&self, size: usize) -> Option<usize> {
-        let config = &self.handle.shared.config;
+        let config = &self.shared.config;
         config
             .class_of(size.max(1))
             .map(|class| config.class_size(class))
@@ -451,7 +456,8 @@ impl PoolBuilder {
         );
         let shared = Arc::new(PoolShared::new(config));
         Ok(Pool {
-            handle: Arc::new(Handle { shared }),
+            shared: shared.clone(),
+            _handle: Arc::new(Handle { shared }),
         })
     }
 }
