@@ -19,10 +19,9 @@ pub(crate) struct Config {
     min_size: usize,
     max_size: usize,
     index_top: usize,
-    /// The class of every request up to `table_max` bytes, one entry per `1 << table_shift`
+    /// The class of every request up to `table_max` bytes, one entry per `1 << TABLE_SHIFT`
     /// bytes: `class_of` reads it instead of computing (see there).
     table: [u8; CLASS_TABLE_LEN],
-    table_shift: u32,
     table_max: usize,
     pub(crate) cache_depth: usize,
     pub(crate) magazine_bytes: usize,
@@ -41,9 +40,12 @@ pub(crate) const SUB_CLASS_BITS: u32 = 2;
 /// alignment).
 pub(crate) const MIN_CLASS_SIZE: usize = 16;
 
-/// Entries of the class lookup table: with the default 64 B smallest class (16 B steps), requests
-/// up to 4 KiB are looked up rather than computed.
-const CLASS_TABLE_LEN: usize = 256;
+/// The class lookup table has one entry per 4 bytes of request size, up to 4 KiB (1 KiB per pool):
+/// every class size is a multiple of a quarter of the smallest class, `(4 + j) << (k - 2)` with
+/// k >= min_shift >= 4, so all requests in one 4-byte step share a class whatever the settings. A
+/// fixed step (not one per pool) lets the compiler fold the index of a constant size.
+const TABLE_SHIFT: u32 = 2;
+const CLASS_TABLE_LEN: usize = 1024;
 
 impl Config {
     pub(crate) fn new(
@@ -63,9 +65,6 @@ impl Config {
                 && ((max_shift - min_shift) << SUB_CLASS_BITS) < u32::from(crate::block::UNPOOLED),
             "class shifts {min_shift}..={max_shift}"
         );
-        // Every class size is a multiple of a quarter of the smallest: `(4 + j) << (k - 2)` with
-        // k >= min_shift. So requests in one step of that size share a class.
-        let table_shift = min_shift - SUB_CLASS_BITS;
         let mut config = Config {
             min_shift,
             max_shift,
@@ -74,7 +73,6 @@ impl Config {
             index_top: (((usize::BITS - 1 - min_shift) << SUB_CLASS_BITS) + 1
                 - (1 << SUB_CLASS_BITS)) as usize,
             table: [0; CLASS_TABLE_LEN],
-            table_shift,
             table_max: 0,
             cache_depth,
             magazine_bytes,
@@ -82,10 +80,10 @@ impl Config {
             max_thread_cache_bytes,
             clear_on_return,
         };
-        let table_max = (CLASS_TABLE_LEN << table_shift).min(config.max_size);
+        let table_max = (CLASS_TABLE_LEN << TABLE_SHIFT).min(config.max_size);
         for index in 0..CLASS_TABLE_LEN {
             // The last request of this step; all of the step's requests have its class.
-            let n = ((index + 1) << table_shift).min(table_max);
+            let n = ((index + 1) << TABLE_SHIFT).min(table_max);
             let class = config.compute_class(n).expect("at most the largest class");
             config.table[index] = u8::try_from(class).expect("class numbers fit a u8");
         }
@@ -99,16 +97,16 @@ impl Config {
 
     /// The class serving a request of `n` bytes (n >= 1), or `None` above the largest class.
     ///
-    /// Up to `table_max` (4 KiB with the default 64 B smallest class) a table lookup: a compare, a
-    /// shift and a byte load, where the arithmetic below takes about 17 instructions on the rent
+    /// Up to `table_max` (4 KiB, or the largest class if smaller) a table lookup: a compare, a
+    /// shift and a byte load (just the compare and the load for a constant size), where the arithmetic below takes about 17 instructions on the rent
     /// path (issue 10, item 3). Larger requests are computed.
     #[inline]
     pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
         debug_assert!(n >= 1, "class_of(0)");
         if n <= self.table_max {
-            // n - 1 < CLASS_TABLE_LEN << table_shift, so the index is in range; the mask only
+            // n - 1 < CLASS_TABLE_LEN << TABLE_SHIFT, so the index is in range; the mask only
             // tells the compiler so (no bounds check).
-            let index = (n.wrapping_sub(1) >> self.table_shift) & (CLASS_TABLE_LEN - 1);
+            let index = (n.wrapping_sub(1) >> TABLE_SHIFT) & (CLASS_TABLE_LEN - 1);
             return Some(usize::from(self.table[index]));
         }
         self.compute_class(n)
