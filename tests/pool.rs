@@ -377,15 +377,27 @@ fn max_retained_bytes_bounds_the_depot() {
 // ------------------------------------------------------------------------------------------------
 // The per-thread cache cap (`max_thread_cache_bytes`)
 
-/// Request sizes that hit every class of the default pool (64 B to 1 MiB), several per class.
+/// The cap tests' pools: the default classes (64 B to 1 MiB, 256 KiB magazines), or under Miri,
+/// which zeroes every fresh block byte by byte, classes up to 4 KiB and 8 KiB magazines.
+const CAP_MAX_CLASS: usize = if cfg!(miri) { 4096 } else { 1 << 20 };
+const CAP_MAGAZINE: usize = if cfg!(miri) { 8192 } else { 256 * 1024 };
+
+fn cap_pool(cap: usize) -> packetpipe::PoolBuilder {
+    Pool::builder()
+        .max_class_size(CAP_MAX_CLASS)
+        .thread_cache_bytes(CAP_MAGAZINE)
+        .max_thread_cache_bytes(cap)
+}
+
+/// Request sizes that hit every class (64 B to `CAP_MAX_CLASS`), several per class.
 fn sizes_of_every_class() -> Vec<usize> {
     let mut sizes = Vec::new();
     let mut n = 1;
-    while n <= 1 << 20 {
+    while n <= CAP_MAX_CLASS {
         sizes.push(n);
         n += n / 7 + 1;
     }
-    sizes.push(1 << 20);
+    sizes.push(CAP_MAX_CLASS);
     sizes
 }
 
@@ -395,18 +407,15 @@ fn sizes_of_every_class() -> Vec<usize> {
 /// (about 22 MiB at the default settings).
 #[test]
 fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
-    for cap in [0, 100 * 1024, 1 << 20, 4 << 20] {
-        let pool = Pool::builder()
-            .max_thread_cache_bytes(cap)
-            .max_retained_bytes(0)
-            .build()
-            .unwrap();
+    let caps = [0, CAP_MAGAZINE * 2 / 5, CAP_MAGAZINE * 4, CAP_MAGAZINE * 16];
+    let rounds = if cfg!(miri) { 1 } else { 3 };
+    for cap in caps {
+        let pool = cap_pool(cap).max_retained_bytes(0).build().unwrap();
         let sizes = sizes_of_every_class();
         let (mut most, mut returned) = (0, 0);
-        for round in 0..3 {
-            // Enough blocks of each class to fill both of its magazines (32 blocks per magazine
-            // at 8 KiB and below, 256 KiB worth above).
-            let count = |n: usize| 2 * (256 * 1024 / n.max(64)).clamp(1, 32) + 1;
+        for round in 0..rounds {
+            // Enough blocks of each class to fill both of its magazines, and one more.
+            let count = |n: usize| 2 * (CAP_MAGAZINE / n.max(64)).clamp(1, 32) + 1;
             let held: Vec<PacketBuf> = sizes
                 .iter()
                 .flat_map(|&n| (0..count(n)).map(move |_| n))
@@ -430,7 +439,6 @@ fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
         let stats = pool.stats();
         assert_all_returned(stats);
         assert_eq!(stats.returns, returned);
-        eprintln!("cap {cap}: at most {most} cached");
         if cap == 0 {
             assert_eq!(most, 0, "cap 0: nothing cached");
         } else {
@@ -442,6 +450,10 @@ fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
 
 /// The default cap: 4 MiB, below the 6.5 MiB a thread could cache with power-of-two classes.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "rents about 200 MiB of blocks; the test above covers the same paths"
+)]
 fn the_default_thread_cache_cap_is_4_mib() {
     let pool = Pool::builder().max_retained_bytes(0).build().unwrap();
     let held: Vec<PacketBuf> = sizes_of_every_class()
@@ -460,14 +472,12 @@ fn the_default_thread_cache_cap_is_4_mib() {
 /// gets them back from there: after the first round, no fresh allocation.
 #[test]
 fn evicted_magazines_come_back_from_the_depot() {
-    let pool = Pool::builder()
-        .max_thread_cache_bytes(512 * 1024)
-        .build()
-        .unwrap();
-    // Eight classes of 64 KiB to 160 KiB, two magazines each: far over the 512 KiB cap.
-    let sizes: Vec<usize> = (0..8).map(|i| (64 + 16 * i) * 1024).collect();
+    let pool = cap_pool(CAP_MAGAZINE * 2).build().unwrap();
+    // Eight classes of a quarter to about two thirds of the largest, two magazines each: far
+    // over the cap of two magazines.
+    let sizes: Vec<usize> = (0..8).map(|i| CAP_MAX_CLASS / 16 * (4 + i)).collect();
     let mut after_first_round = 0;
-    for round in 0..5 {
+    for round in 0..if cfg!(miri) { 3 } else { 5 } {
         for &n in &sizes {
             let held: Vec<PacketBuf> = (0..8).map(|_| pool.rent(n).unwrap()).collect();
             drop(held);
@@ -487,16 +497,17 @@ fn evicted_magazines_come_back_from_the_depot() {
 /// the depot, and are still reused.
 #[test]
 fn a_class_over_the_thread_cache_cap_goes_through_the_depot() {
-    let pool = Pool::builder()
-        .max_thread_cache_bytes(100 * 1024)
-        .build()
-        .unwrap();
+    // The largest class's magazine holds at least one block, so it is over this cap.
+    let pool = cap_pool(CAP_MAX_CLASS / 10).build().unwrap();
     for _ in 0..10 {
-        drop(pool.rent(1 << 20).unwrap()); // a 1 MiB magazine (one block) > 100 KiB
+        drop(pool.rent(CAP_MAX_CLASS).unwrap());
     }
     let stats = pool.stats();
     assert_eq!(stats.fresh_allocations, 1, "{stats:?}");
-    assert_eq!(stats.retained_bytes, 1 << 20, "in the depot: {stats:?}");
+    assert_eq!(
+        stats.retained_bytes, CAP_MAX_CLASS as u64,
+        "in the depot: {stats:?}"
+    );
     assert_all_returned(stats);
     assert_trimmed(&pool);
 }
