@@ -9,6 +9,8 @@
 //! - [`FreeStack`]: an intrusive LIFO of free blocks, linked through their headers.
 //! - [`ParkingSlot`]: where a writer parks its block's reference between writes, so the other side
 //!   can give the block back when it goes idle ([`ParkedWriter`] is what the writer keeps).
+//! - [`Shelf`]: where a thread keeps its hot pool cache, so the pool's fast rent and return reach it
+//!   without a `RefCell` borrow flag (the pool logic around it is in `pool::thread_cache`).
 //!
 //! Invariants the `SAFETY` comments rely on:
 //!
@@ -22,12 +24,14 @@
 //! 4. `next` is read or written only while a `FreeStack` owns the block.
 //! 5. A non-null `ParkingSlot` owns one counted reference (a parked writer's); exactly one of
 //!    `reclaim` and `release` takes it out, decided by an atomic swap.
+//! 6. A `Shelf`'s cache is reached only inside the shelf's own methods, none of which calls code
+//!    that could reach the same shelf; its key is `EMPTY` exactly when it holds no cache.
 
 use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
 
 use crate::error::Error;
-use crate::pool::PoolShared;
+use crate::pool::{bump, unbump, PoolShared, ThreadCache};
 use crate::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::Arc;
 
@@ -41,7 +45,9 @@ struct Header {
     refs: AtomicUsize,
     /// The pool the block returns to. The block holds this strong reference for its whole life,
     /// so the pool's shared state outlives every block, even after the last `Pool` handle drops.
-    pool: Option<Arc<PoolShared>>,
+    /// Every block has one (unpooled blocks too), so the return path compares it with its hot
+    /// cache's pool without a null test.
+    pool: Arc<PoolShared>,
     capacity: usize,
     class: u8,
     /// Link to the next block of a `FreeStack` (invariant 4).
@@ -125,7 +131,7 @@ impl FreeBlock {
     pub(crate) fn allocate(
         capacity: usize,
         class: u8,
-        pool: Option<Arc<PoolShared>>,
+        pool: Arc<PoolShared>,
     ) -> Result<FreeBlock, Error> {
         if capacity > MAX_CAPACITY {
             return Err(Error::RequestTooLarge {
@@ -150,9 +156,7 @@ impl FreeBlock {
             #[cfg(any(debug_assertions, packetpipe_loom))]
             free: crate::sync::atomic::AtomicBool::new(false),
         };
-        if let Some(pool) = &header.pool {
-            pool.note_allocated(capacity);
-        }
+        header.pool.note_allocated(capacity);
         // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
         // checked by the const assertion below) and large enough for it.
         unsafe { block.as_ptr().write(header) };
@@ -169,19 +173,10 @@ impl FreeBlock {
         header(self.0).capacity
     }
 
-    /// The address of this block's pool (null for none), to compare with `Arc::as_ptr`.
-    #[inline]
-    pub(crate) fn pool_ptr(&self) -> *const PoolShared {
-        header(self.0)
-            .pool
-            .as_ref()
-            .map_or(ptr::null(), Arc::as_ptr)
-    }
-
     /// The pool this block belongs to, borrowed for as long as the block is owned.
     #[inline]
-    pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
-        header(self.0).pool.as_ref()
+    pub(crate) fn pool(&self) -> &Arc<PoolShared> {
+        &header(self.0).pool
     }
 
     /// Zero the payload (pools built with `clear_on_return`).
@@ -216,9 +211,7 @@ impl Drop for FreeBlock {
     /// Return the memory to the system allocator.
     fn drop(&mut self) {
         let capacity = self.capacity();
-        if let Some(pool) = self.pool() {
-            pool.note_freed(capacity);
-        }
+        self.pool().note_freed(capacity);
         // SAFETY: the block is uniquely owned and never used again; the header was written by
         // `allocate` and is dropped once here (releasing its pool reference), then the allocation
         // is freed with the layout it was made with.
@@ -707,5 +700,144 @@ impl ParkingSlot {
 impl Drop for ParkingSlot {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// Where a thread keeps the cache of the pool it used last (its *hot* cache), reachable by the
+/// pool's fast rent and return without a borrow flag.
+///
+/// A `RefCell` around the thread's caches costs every rent and every return a flag test, a store
+/// and a restore; and the pool pointer compare that finds the hot cache comes on top. Here the
+/// compare is the borrow: `key` holds the hot cache's pool key ([`pool_key`]) while the cache is on
+/// the shelf, [`EMPTY`] while it is not (no hot cache, or a slow path has it out). [`pop`](Self::pop) and
+/// [`push`](Self::push) touch the cache only when the caller's pool key equals `key`, and they run
+/// no code that could reach the shelf again: field reads and writes, a [`FreeStack`] pop or push
+/// (no drop, no panic) and the owner-only statistics stores ([`bump`], [`unbump`]: one Relaxed load
+/// and store each). Everything else ([`take`](Self::take), [`put`](Self::put)) moves the cache out
+/// or in by value, dropping nothing, so no destructor runs while the cell is accessed.
+///
+/// Invariant 6: `cache` is accessed only inside this type's methods, each of which holds its
+/// reference only for its own duration and calls nothing that can reach the same shelf; `key` is
+/// [`EMPTY`] when `cache` is `None`, else the key of the cache's pool. The shelf is `!Sync` (it is
+/// a thread-local), so no other thread sees it.
+///
+/// No drop glue (the cache is in a `ManuallyDrop`): a thread-local holding it needs no destructor
+/// and so no "initialized yet?" check on each access. Whoever owns the thread-local takes the
+/// cache out at thread exit (`pool::thread_cache`).
+pub(crate) struct Shelf {
+    key: std::cell::Cell<usize>,
+    cache: std::cell::UnsafeCell<std::mem::ManuallyDrop<Option<ThreadCache>>>,
+}
+
+/// The key of an empty shelf: no pool has it. A pool's `Arc` pointer is aligned to 8 at least (the
+/// pool holds `usize`s), so its key, that address less 16, is a multiple of 8 and never this.
+const EMPTY: usize = usize::MAX;
+
+/// The key the shelf compares: the pool's address, less 16 (the `Arc` counts in front of the
+/// value in std's layout), so that comparing a pool's `Arc` with a key folds into one compare of
+/// the `Arc`'s own pointer. Any constant would be correct (keys are compared with keys), only this
+/// one saves the add; no address is dereferenced.
+#[inline(always)]
+pub(crate) fn pool_key(pool: &Arc<PoolShared>) -> usize {
+    (Arc::as_ptr(pool) as usize).wrapping_sub(16)
+}
+
+impl Shelf {
+    pub(crate) const fn new() -> Shelf {
+        Shelf {
+            key: std::cell::Cell::new(EMPTY),
+            cache: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(None)),
+        }
+    }
+
+    /// Take the cache off the shelf (the slow paths work on it as part of all the thread's
+    /// caches); the fast paths miss until it is put back.
+    #[inline]
+    pub(crate) fn take(&self) -> Option<ThreadCache> {
+        self.key.set(EMPTY);
+        // SAFETY: invariant 6: no other reference to `cache` exists while this method runs; the
+        // cache is moved out, nothing is dropped.
+        unsafe { (*self.cache.get()).take() }
+    }
+
+    /// Put `cache` on the shelf as the hot cache; returns what was there (nothing, when the slow
+    /// paths take before they put), for the caller to drop.
+    #[inline]
+    pub(crate) fn put(&self, cache: ThreadCache) -> Option<ThreadCache> {
+        let key = pool_key(&cache.pool);
+        // SAFETY: invariant 6, as in `take`; the previous cache is moved out, not dropped.
+        let previous = unsafe { (*self.cache.get()).replace(cache) };
+        self.key.set(key);
+        previous
+    }
+
+    /// The hot cache, if it is the one of the pool with key `key`.
+    ///
+    /// # Safety
+    ///
+    /// `key` comes from [`pool_key`]. The caller (`pop`, `push`) holds the returned reference only
+    /// for the rest of its own body and calls nothing that can reach this shelf meanwhile
+    /// (invariant 6).
+    // A `&mut` from `&self` is what a cell hands out; exclusivity is the caller's side of the
+    // contract above (invariant 6), which is why this is an `unsafe fn`.
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn hot(&self, key: usize) -> Option<&mut ThreadCache> {
+        if self.key.get() != key {
+            return None;
+        }
+        // SAFETY: `key` is a pool's key, never `EMPTY`, and it matched, so `cache` is `Some`
+        // (invariant 6); the caller keeps the reference to itself (see above). Unchecked: the key
+        // compare is the only test the fast paths make.
+        Some(unsafe { (*self.cache.get()).as_mut().unwrap_unchecked() })
+    }
+
+    /// The fast rent: a block of `class` from the loaded magazine of `pool`'s cache, if `pool`'s
+    /// cache is on the shelf, no pool closed since the last sweep, and the magazine is not empty.
+    /// Counts one rent; the block's bytes leave the cache.
+    #[inline(always)]
+    pub(crate) fn pop(&self, pool: &Arc<PoolShared>, class: usize) -> Option<FreeBlock> {
+        // SAFETY: `cache` is used only in this method, which calls only field accesses, a
+        // `FreeStack` pop and the statistics stores (invariant 6).
+        let cache = unsafe { self.hot(pool_key(pool)) }?;
+        // Relaxed, as the slow path's check: set, the caller's slow path sweeps.
+        if cache.notice.load(Ordering::Relaxed) {
+            return None;
+        }
+        let block = cache.classes.get_mut(class)?.loaded.pop()?;
+        // The slot's address read once: the first counter's store could, for all the compiler
+        // knows, change the field that holds it.
+        let slot = &*cache.slot;
+        bump(&slot.rents, 1);
+        unbump(&slot.cached_bytes, block.capacity() as u64);
+        Some(block)
+    }
+
+    /// The fast return: into the loaded magazine of the block's pool's cache if that cache is on
+    /// the shelf, no pool closed since the last sweep, and the magazine has room (a pool that
+    /// clears returned blocks has none: `fast_capacity` 0). Else the block comes back. An unpooled
+    /// block comes back too: its class, `UNPOOLED`, is out of range.
+    #[inline(always)]
+    pub(crate) fn push(&self, block: FreeBlock) -> Result<(), FreeBlock> {
+        // SAFETY: as in `pop`: field accesses, a `FreeStack` push, the statistics stores.
+        let Some(cache) = (unsafe { self.hot(pool_key(block.pool())) }) else {
+            return Err(block);
+        };
+        if cache.notice.load(Ordering::Relaxed) {
+            return Err(block);
+        }
+        let Some(mags) = cache.classes.get_mut(block.class() as usize) else {
+            return Err(block);
+        };
+        if mags.loaded.len() >= mags.fast_capacity {
+            return Err(block);
+        }
+        let slot = &*cache.slot; // read once, as in `pop`
+        bump(&slot.returns, 1);
+        bump(&slot.cached_bytes, block.capacity() as u64);
+        mags.loaded.push(block);
+        Ok(())
     }
 }

@@ -374,6 +374,151 @@ fn max_retained_bytes_bounds_the_depot() {
     assert_trimmed(&pool);
 }
 
+// ------------------------------------------------------------------------------------------------
+// The per-thread cache cap (`max_thread_cache_bytes`)
+
+/// The cap tests' pools: the default classes (64 B to 1 MiB, 256 KiB magazines), or under Miri,
+/// which zeroes every fresh block byte by byte, classes up to 4 KiB and 8 KiB magazines.
+const CAP_MAX_CLASS: usize = if cfg!(miri) { 4096 } else { 1 << 20 };
+const CAP_MAGAZINE: usize = if cfg!(miri) { 8192 } else { 256 * 1024 };
+
+fn cap_pool(cap: usize) -> packetpipe::PoolBuilder {
+    Pool::builder()
+        .max_class_size(CAP_MAX_CLASS)
+        .thread_cache_bytes(CAP_MAGAZINE)
+        .max_thread_cache_bytes(cap)
+}
+
+/// Request sizes that hit every class (64 B to `CAP_MAX_CLASS`), about five per doubling (under
+/// Miri about two: most classes).
+fn sizes_of_every_class() -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut n = 1;
+    let step = if cfg!(miri) { 3 } else { 7 };
+    while n <= CAP_MAX_CLASS {
+        sizes.push(n);
+        n += n / step + 1;
+    }
+    sizes.push(CAP_MAX_CLASS);
+    sizes
+}
+
+/// One thread rents blocks of every class, then returns them one by one: with no depot (bound 0)
+/// what the pool retains is what this thread caches, and after every single return it is within
+/// the cap. Without the cap the same returns would leave it caching two magazines of each class
+/// (about 22 MiB at the default settings).
+#[test]
+fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
+    // Under Miri two caps (each return reads the statistics, which takes a while there).
+    let caps: &[usize] = if cfg!(miri) {
+        &[0, CAP_MAGAZINE * 2]
+    } else {
+        &[0, CAP_MAGAZINE * 2 / 5, CAP_MAGAZINE * 4, CAP_MAGAZINE * 16]
+    };
+    let rounds = if cfg!(miri) { 1 } else { 3 };
+    for &cap in caps {
+        let pool = cap_pool(cap).max_retained_bytes(0).build().unwrap();
+        let sizes = sizes_of_every_class();
+        let (mut most, mut returned) = (0, 0);
+        for round in 0..rounds {
+            // Enough blocks of each class to fill both of its magazines, and one more.
+            let count = |n: usize| 2 * (CAP_MAGAZINE / n.max(64)).clamp(1, 32) + 1;
+            let held: Vec<PacketBuf> = sizes
+                .iter()
+                .flat_map(|&n| (0..count(n)).map(move |_| n))
+                .map(|n| pool.rent(n).unwrap())
+                .collect();
+            returned += held.len() as u64;
+            // Returned in an order that interleaves the classes.
+            let mut held: Vec<Option<PacketBuf>> = held.into_iter().map(Some).collect();
+            let len = held.len();
+            for i in 0..len {
+                drop(held[(i * 7919 + round) % len].take());
+                let retained = pool.stats().retained_bytes;
+                assert!(
+                    retained <= cap as u64,
+                    "cap {cap}: {retained} bytes cached after {i} returns"
+                );
+                most = most.max(retained);
+            }
+            assert!(held.iter().all(Option::is_none));
+        }
+        let stats = pool.stats();
+        assert_all_returned(stats);
+        assert_eq!(stats.returns, returned);
+        if cap == 0 {
+            assert_eq!(most, 0, "cap 0: nothing cached");
+        } else {
+            assert!(most > 0, "cap {cap}: nothing cached");
+        }
+        assert_trimmed(&pool);
+    }
+}
+
+/// The default cap: 4 MiB, below the 6.5 MiB a thread could cache with power-of-two classes.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "rents about 200 MiB of blocks; the test above covers the same paths"
+)]
+fn the_default_thread_cache_cap_is_4_mib() {
+    let pool = Pool::builder().max_retained_bytes(0).build().unwrap();
+    let held: Vec<PacketBuf> = sizes_of_every_class()
+        .iter()
+        .flat_map(|&n| (0..64).map(move |_| n))
+        .map(|n| pool.rent(n).unwrap())
+        .collect();
+    drop(held);
+    let retained = pool.stats().retained_bytes;
+    assert!(retained <= 4 << 20, "{retained}");
+    assert!(retained >= 2 << 20, "{retained}");
+    assert_trimmed(&pool);
+}
+
+/// A thread cycling through more classes than its cap holds evicts magazines to the depot and
+/// gets them back from there: after the first round, no fresh allocation.
+#[test]
+fn evicted_magazines_come_back_from_the_depot() {
+    let pool = cap_pool(CAP_MAGAZINE * 2).build().unwrap();
+    // Eight classes of a quarter to about two thirds of the largest, two magazines each: far
+    // over the cap of two magazines.
+    let sizes: Vec<usize> = (0..8).map(|i| CAP_MAX_CLASS / 16 * (4 + i)).collect();
+    let mut after_first_round = 0;
+    for round in 0..if cfg!(miri) { 3 } else { 5 } {
+        for &n in &sizes {
+            let held: Vec<PacketBuf> = (0..8).map(|_| pool.rent(n).unwrap()).collect();
+            drop(held);
+        }
+        if round == 0 {
+            after_first_round = pool.stats().fresh_allocations;
+        }
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.fresh_allocations, after_first_round, "{stats:?}");
+    assert_eq!(stats.frees, 0, "{stats:?}");
+    assert_all_returned(stats);
+    assert_trimmed(&pool);
+}
+
+/// A class whose one magazine is over the cap is not cached by the thread: its blocks go through
+/// the depot, and are still reused.
+#[test]
+fn a_class_over_the_thread_cache_cap_goes_through_the_depot() {
+    // The largest class's magazine holds at least one block, so it is over this cap.
+    let pool = cap_pool(CAP_MAX_CLASS / 10).build().unwrap();
+    for _ in 0..10 {
+        drop(pool.rent(CAP_MAX_CLASS).unwrap());
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.fresh_allocations, 1, "{stats:?}");
+    assert_eq!(
+        stats.retained_bytes, CAP_MAX_CLASS as u64,
+        "in the depot: {stats:?}"
+    );
+    assert_all_returned(stats);
+    assert_trimmed(&pool);
+}
+
 /// Threads returning blocks of different classes at the same moment must not together push the
 /// depot over its bound.
 #[test]

@@ -19,9 +19,14 @@ pub(crate) struct Config {
     min_size: usize,
     max_size: usize,
     index_top: usize,
+    /// The class of every request up to `table_max` bytes, one entry per `1 << TABLE_SHIFT`
+    /// bytes: `class_of` reads it instead of computing (see there).
+    table: [u8; CLASS_TABLE_LEN],
+    table_max: usize,
     pub(crate) cache_depth: usize,
     pub(crate) magazine_bytes: usize,
     pub(crate) max_retained_bytes: usize,
+    pub(crate) max_thread_cache_bytes: usize,
     pub(crate) clear_on_return: bool,
 }
 
@@ -35,6 +40,13 @@ pub(crate) const SUB_CLASS_BITS: u32 = 2;
 /// alignment).
 pub(crate) const MIN_CLASS_SIZE: usize = 16;
 
+/// The class lookup table has one entry per 4 bytes of request size, up to 4 KiB (1 KiB per pool):
+/// every class size is a multiple of a quarter of the smallest class, `(4 + j) << (k - 2)` with
+/// k >= min_shift >= 4, so all requests in one 4-byte step share a class whatever the settings. A
+/// fixed step (not one per pool) lets the compiler fold the index of a constant size.
+const TABLE_SHIFT: u32 = 2;
+const CLASS_TABLE_LEN: usize = 1024;
+
 impl Config {
     pub(crate) fn new(
         min_shift: u32,
@@ -42,6 +54,7 @@ impl Config {
         cache_depth: usize,
         magazine_bytes: usize,
         max_retained_bytes: usize,
+        max_thread_cache_bytes: usize,
         clear_on_return: bool,
     ) -> Config {
         // The builder clamps the shifts to 4..=30: at most 105 classes, whose numbers fit the
@@ -52,18 +65,30 @@ impl Config {
                 && ((max_shift - min_shift) << SUB_CLASS_BITS) < u32::from(crate::block::UNPOOLED),
             "class shifts {min_shift}..={max_shift}"
         );
-        Config {
+        let mut config = Config {
             min_shift,
             max_shift,
             min_size: 1 << min_shift,
             max_size: 1 << max_shift,
             index_top: (((usize::BITS - 1 - min_shift) << SUB_CLASS_BITS) + 1
                 - (1 << SUB_CLASS_BITS)) as usize,
+            table: [0; CLASS_TABLE_LEN],
+            table_max: 0,
             cache_depth,
             magazine_bytes,
             max_retained_bytes,
+            max_thread_cache_bytes,
             clear_on_return,
+        };
+        let table_max = (CLASS_TABLE_LEN << TABLE_SHIFT).min(config.max_size);
+        for index in 0..CLASS_TABLE_LEN {
+            // The last request of this step; all of the step's requests have its class.
+            let n = ((index + 1) << TABLE_SHIFT).min(table_max);
+            let class = config.compute_class(n).expect("at most the largest class");
+            config.table[index] = u8::try_from(class).expect("class numbers fit a u8");
         }
+        config.table_max = table_max;
+        config
     }
 
     pub(crate) fn classes(&self) -> usize {
@@ -72,13 +97,30 @@ impl Config {
 
     /// The class serving a request of `n` bytes (n >= 1), or `None` above the largest class.
     ///
+    /// Up to `table_max` (4 KiB, or the largest class if smaller) a table lookup: a compare, a
+    /// shift and a byte load (just the compare and the load for a constant size), where the arithmetic below takes about 17 instructions on the rent
+    /// path (issue 10, item 3). Larger requests are computed.
+    #[inline]
+    pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
+        debug_assert!(n >= 1, "class_of(0)");
+        if n <= self.table_max {
+            // n - 1 < CLASS_TABLE_LEN << TABLE_SHIFT, so the index is in range; the mask only
+            // tells the compiler so (no bounds check).
+            let index = (n.wrapping_sub(1) >> TABLE_SHIFT) & (CLASS_TABLE_LEN - 1);
+            return Some(usize::from(self.table[index]));
+        }
+        self.compute_class(n)
+    }
+
+    /// `class_of` by arithmetic, for any size.
+    ///
     /// Class sizes are `(4 + j) << (k - 2)` for `j` in 0..4, numbered `4k + j` from 0 (then less
     /// the smallest class's number). With `m = n - 1` and `e` its top bit, `m >> (e - 2)` is in
     /// 4..8 and says which quarter of `[2^e, 2^(e+1))` `m` lies in; the class just above is number
     /// `4e + (m >> (e - 2)) - 3`. A power of two `2^k` maps to `4k`, one byte more to `4k + 1`.
     /// No loop, no table: a leading-zero count and a few shifts and adds.
     #[inline]
-    pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
+    fn compute_class(&self, n: usize) -> Option<usize> {
         if n > self.max_size {
             return None;
         }
@@ -320,7 +362,7 @@ mod tests {
     use super::*;
 
     fn config(min_shift: u32, max_shift: u32) -> Config {
-        Config::new(min_shift, max_shift, 32, 256 * 1024, 0, false)
+        Config::new(min_shift, max_shift, 32, 256 * 1024, 0, 4 << 20, false)
     }
 
     /// `class_of` against the definition: the smallest class size at least `n`, by a scan.

@@ -5,6 +5,13 @@
 //! magazine and returns into it; when `loaded` runs empty (or full) it swaps with `spare` before
 //! touching the depot, so a thread bouncing around a boundary does not hit the lock every time.
 //!
+//! The byte cap (`PoolBuilder::max_thread_cache_bytes`) is kept by the slow paths alone: a class
+//! fills a loaded magazine only once it holds a grant of its full magazine's bytes, and a spare is
+//! kept only if its bytes fit as well; making room evicts other classes' magazines to the depot
+//! (`ThreadCache::grant`, `reserve`, `evict`). The fast paths never see the cap: a class without a
+//! grant has an empty loaded magazine and no room (`fast_capacity` 0), so its rents and returns
+//! take the slow path, which grants.
+//!
 //! Closing. When the last `Pool` handle drops, the closing thread frees the depot and its own
 //! cache, but it cannot reach other threads' caches (they take no lock, that is the point of
 //! them). Instead it sets the *close notice* of every thread registered with the pool (one flag
@@ -21,44 +28,55 @@
 //! disturbs only the threads that cached the closing pool.
 //!
 //! The hot path (issue 10, item 3). A rent or return that the last-used pool's cache can serve
-//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in about 40
+//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in about 30
 //! instructions each: the thread-local's address (a `const` thread-local with no destructor, so no
-//! lazy-initialization check), the `RefCell` borrow flag, one compare of the pool pointer with the
-//! hot cache's, the close notice (through the hot cache's own clone of it), the class's magazine,
-//! the pop or push, and two counters on the thread's statistics slot (rents or returns, and the
-//! cached-bytes level; exact, as before). Everything else (spare swap, depot, fresh allocation,
-//! spill, clearing on return, unpooled blocks, registering a cache, sweeping) is `#[cold]` and out
-//! of line.
+//! lazy-initialization check), one compare of the pool with the key of the hot cache's shelf
+//! (`block::Shelf`: the hot cache sits there, outside the `RefCell` the other caches are in, so
+//! this compare is also the borrow check), the close notice (through the hot cache's own clone of
+//! it), the class's magazine, the pop or push, and two counters on the thread's statistics slot
+//! (rents or returns, and the cached-bytes level; exact, as before). Everything else (spare swap,
+//! depot, fresh allocation, spill, clearing on return, unpooled blocks, registering a cache,
+//! sweeping) is `#[cold]` and out of line, and takes the hot cache off the shelf while it runs
+//! (`with_caches`).
 
 use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
 use super::stats::{bump, bump_shared, unbump, Slot};
-use crate::block::{FreeBlock, FreeStack, UNPOOLED};
+use crate::block::{FreeBlock, FreeStack, Shelf, UNPOOLED};
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
 
 /// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
 /// fast paths touch only this, and 32 bytes index with one shift).
-struct Magazines {
-    loaded: FreeStack,
+pub(crate) struct Magazines {
+    pub(crate) loaded: FreeStack,
     capacity: usize,
     /// Blocks the fast return path may put in `loaded`: `capacity`, or 0 for a pool that clears
     /// returned blocks (its returns all take the slow path, which clears them), so the fast path
     /// tests one number for both.
-    fast_capacity: usize,
+    pub(crate) fast_capacity: usize,
 }
 
-/// One thread's cache for one pool.
-struct ThreadCache {
-    pool: Arc<PoolShared>,
-    slot: Arc<Slot>,
-    classes: Box<[Magazines]>,
+/// One thread's cache for one pool. The fields the fast paths read are `pub(crate)` for
+/// `block::Shelf`, which runs them.
+pub(crate) struct ThreadCache {
+    pub(crate) pool: Arc<PoolShared>,
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) classes: Box<[Magazines]>,
     /// Each class's second magazine, swapped with `loaded` when that runs empty or full.
     spares: Box<[FreeStack]>,
     /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
-    notice: CloseNotice,
+    pub(crate) notice: CloseNotice,
+    /// The byte cap (`PoolBuilder::max_thread_cache_bytes`), kept by the slow paths alone: a class
+    /// may fill a loaded magazine only once it holds a *grant* of its full magazine's bytes, and a
+    /// spare is kept only when its bytes fit too. `reserved` is the granted bytes plus the spares'
+    /// bytes and never exceeds the cap; what the cache holds never exceeds `reserved`.
+    granted: Box<[bool]>,
+    reserved: usize,
+    /// Where the next eviction looks first (a clock over the classes).
+    hand: usize,
 }
 
 impl ThreadCache {
@@ -75,7 +93,9 @@ impl ThreadCache {
                 Magazines {
                     loaded: FreeStack::new(),
                     capacity,
-                    fast_capacity: if config.clear_on_return { 0 } else { capacity },
+                    // No grant yet: the first return of the class takes the slow path, which
+                    // grants it (`grant`).
+                    fast_capacity: 0,
                 }
             })
             .collect();
@@ -87,7 +107,76 @@ impl ThreadCache {
             classes,
             spares,
             notice: CloseNotice::clone(notice),
+            granted: vec![false; config.classes()].into_boxed_slice(),
+            reserved: 0,
+            hand: 0,
         }
+    }
+
+    /// Bytes of a full loaded magazine of `class`: what a grant reserves.
+    fn magazine_bytes(&self, class: usize) -> usize {
+        self.classes[class].capacity * self.pool.config.class_size(class)
+    }
+
+    /// Whether `class` may fill a loaded magazine: granted before, or granted now, evicting other
+    /// classes if the cap needs it. `false` when the class's magazine alone is over the cap.
+    fn grant(&mut self, class: usize) -> bool {
+        if self.granted[class] {
+            return true;
+        }
+        if !self.reserve(self.magazine_bytes(class), class) {
+            return false;
+        }
+        self.granted[class] = true;
+        let mags = &mut self.classes[class];
+        mags.fast_capacity = if self.pool.config.clear_on_return {
+            0 // every return takes the slow path, which clears the block
+        } else {
+            mags.capacity
+        };
+        true
+    }
+
+    /// Reserve `bytes` under the cap, evicting classes other than `keep` (oldest grant first, in
+    /// clock order) until they fit; `false` (nothing reserved) if they cannot.
+    fn reserve(&mut self, bytes: usize, keep: usize) -> bool {
+        let cap = self.pool.config.max_thread_cache_bytes;
+        let classes = self.classes.len();
+        let mut looked = 0;
+        while self.reserved + bytes > cap && looked < classes {
+            let victim = self.hand;
+            self.hand = (self.hand + 1) % classes;
+            looked += 1;
+            if victim != keep {
+                self.evict(victim);
+            }
+        }
+        if self.reserved + bytes > cap {
+            return false;
+        }
+        self.reserved += bytes;
+        true
+    }
+
+    /// Give `class`'s cached blocks to the depot and take its grant back.
+    fn evict(&mut self, class: usize) {
+        let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
+        self.reserved -= spare.bytes();
+        self.spill(class, spare);
+        if std::mem::take(&mut self.granted[class]) {
+            self.reserved -= self.magazine_bytes(class);
+            let mags = &mut self.classes[class];
+            mags.fast_capacity = 0;
+            let loaded = std::mem::replace(&mut mags.loaded, FreeStack::new());
+            self.spill(class, loaded);
+        }
+    }
+
+    /// A magazine leaves this cache for the depot (which frees it if the pool is closed or the
+    /// depot is full).
+    fn spill(&mut self, class: usize, magazine: FreeStack) {
+        unbump(&self.slot.cached_bytes, magazine.bytes() as u64);
+        self.pool.put_magazine(class, magazine);
     }
 
     /// Payload bytes held in this cache.
@@ -96,9 +185,8 @@ impl ThreadCache {
         loaded + self.spares.iter().map(FreeStack::bytes).sum::<usize>()
     }
 
-    /// The hot path of a rent: a block from the loaded magazine, or `None` when it is empty.
-    /// Counted here: one rent, and the block's bytes leave the cache.
-    #[inline(always)]
+    /// A block from the loaded magazine, or `None` when it is empty (the slow rent's pop; the
+    /// fast one is `Shelf::pop`). Counted here: one rent, and the block's bytes leave the cache.
     fn pop(&mut self, class: usize) -> Option<FreeBlock> {
         let block = self.classes.get_mut(class)?.loaded.pop()?;
         bump(&self.slot.rents, 1);
@@ -111,48 +199,39 @@ impl ThreadCache {
     #[cold]
     #[inline(never)]
     fn rent(&mut self, class: usize) -> Result<FreeBlock, Error> {
-        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
-        if mags.loaded.is_empty() {
+        if !self.grant(class) {
+            // The class's magazine alone is over the cap: rent past the cache.
+            if let Some(mut magazine) = self.pool.take_magazine(class) {
+                let block = magazine.pop().expect("depot magazines are never empty");
+                self.pool.put_magazine(class, magazine);
+                bump(&self.slot.rents, 1);
+                return Ok(block);
+            }
+        } else if self.classes[class].loaded.is_empty() {
+            let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
             if !spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, spare);
+                // Inside the class's grant now, no longer a spare.
+                self.reserved -= spare.bytes();
+                self.classes[class].loaded = spare;
             } else if let Some(magazine) = self.pool.take_magazine(class) {
+                // At most a full magazine: inside the grant.
                 bump(&self.slot.cached_bytes, magazine.bytes() as u64);
-                mags.loaded = magazine;
+                self.classes[class].loaded = magazine;
             }
         }
         if let Some(block) = self.pop(class) {
             return Ok(block);
         }
         let size = self.pool.config.class_size(class);
-        let block = FreeBlock::allocate(size, class as u8, Some(self.pool.clone()))?;
+        let block = FreeBlock::allocate(size, class as u8, self.pool.clone())?;
         bump(&self.slot.fresh, 1);
         bump(&self.slot.rents, 1);
         Ok(block)
     }
 
-    /// The hot path of a return: into the loaded magazine if it has room (and the pool does not
-    /// clear returned blocks); else back to the caller. An unpooled block comes back too: its
-    /// class, `UNPOOLED`, is out of range.
-    #[inline(always)]
-    fn push(&mut self, block: FreeBlock) -> Result<(), FreeBlock> {
-        // No check of the pool's `closed` flag here: the sweep at the start of this operation
-        // dropped the caches of pools closed before it, and a pool closing since is seen by the
-        // next operation's sweep (or this thread's exit), which frees this block with the cache.
-        let Some(mags) = self.classes.get_mut(block.class() as usize) else {
-            return Err(block);
-        };
-        if mags.loaded.len() >= mags.fast_capacity {
-            return Err(block);
-        }
-        bump(&self.slot.returns, 1);
-        bump(&self.slot.cached_bytes, block.capacity() as u64);
-        mags.loaded.push(block);
-        Ok(())
-    }
-
     /// A return the fast path left: clear the block if the pool says so, then into the loaded
-    /// magazine, swapping in the spare or spilling a full magazine to the depot when the loaded
-    /// one is full.
+    /// magazine (granting the class one if it has none), moving a full one to the spare (if its
+    /// bytes fit under the cap) or spilling a full magazine to the depot.
     #[cold]
     #[inline(never)]
     fn recycle(&mut self, mut block: FreeBlock) {
@@ -160,20 +239,27 @@ impl ThreadCache {
             block.zero_payload();
         }
         let class = block.class() as usize;
-        let (mags, spare) = (&mut self.classes[class], &mut self.spares[class]);
-        if mags.loaded.len() >= mags.capacity {
-            if spare.is_empty() {
-                std::mem::swap(&mut mags.loaded, spare);
+        bump(&self.slot.returns, 1);
+        if !self.grant(class) {
+            // The class's magazine alone is over the cap: past the cache, to the depot.
+            self.pool.put_block(block);
+            return;
+        }
+        if self.classes[class].loaded.len() >= self.classes[class].capacity {
+            // The full magazine becomes the spare if its bytes fit under the cap; a spare already
+            // there (the older blocks) goes to the depot first.
+            let full = std::mem::replace(&mut self.classes[class].loaded, FreeStack::new());
+            let old = std::mem::replace(&mut self.spares[class], FreeStack::new());
+            self.reserved -= old.bytes();
+            self.spill(class, old);
+            if self.reserve(full.bytes(), class) {
+                self.spares[class] = full;
             } else {
-                let full = std::mem::replace(spare, FreeStack::new());
-                std::mem::swap(&mut mags.loaded, spare);
-                unbump(&self.slot.cached_bytes, full.bytes() as u64);
-                self.pool.put_magazine(class, full);
+                self.spill(class, full);
             }
         }
-        bump(&self.slot.returns, 1);
         bump(&self.slot.cached_bytes, block.capacity() as u64);
-        mags.loaded.push(block);
+        self.classes[class].loaded.push(block);
     }
 
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
@@ -201,6 +287,11 @@ impl ThreadCache {
         }
         bump(&self.slot.frees, freed as u64);
         self.slot.cached_bytes.store(0, Ordering::Relaxed);
+        // The spares are gone; the grants stay.
+        self.reserved = (0..self.classes.len())
+            .filter(|&class| self.granted[class])
+            .map(|class| self.magazine_bytes(class))
+            .sum();
         freed_bytes
     }
 }
@@ -218,9 +309,9 @@ impl Drop for ThreadCache {
     }
 }
 
-/// This thread's caches, one per pool it has used. The one used last is `hot` and checked first
-/// (most threads use one pool, so a rent or return finds it with one compare); the others are
-/// scanned linearly and a hit moves to the front.
+/// This thread's caches, one per pool it has used. The one used last is the hot one: on the shelf
+/// between slow paths (the fast paths find it there with one compare; most threads use one pool),
+/// in `hot` while a slow path runs; the others are scanned linearly and a hit moves to the front.
 struct ThreadCaches {
     hot: Option<ThreadCache>,
     others: Vec<ThreadCache>,
@@ -242,6 +333,14 @@ impl ThreadCaches {
             hot: None,
             others: Vec::new(),
             notice: None,
+        }
+    }
+
+    /// Take the hot cache off the shelf into `hot` (unless `hot` holds it already: a slow path
+    /// that unwound left it there).
+    fn unshelve(&mut self, shelf: &Shelf) {
+        if self.hot.is_none() {
+            self.hot = shelf.take();
         }
     }
 
@@ -341,30 +440,64 @@ impl Drop for ThreadCaches {
     }
 }
 
-/// Normal builds: the caches live in a `const` thread-local whose value needs no destructor (it is
-/// wrapped in `ManuallyDrop`), so reaching it is a plain thread-local address, with no check of a
-/// "not yet initialized / already destroyed" state on every rent and return. A second
-/// thread-local, [`Teardown`], made when the thread registers its first cache, drops the caches
-/// when the thread exits.
+/// This thread's caches: the hot one on the shelf (`block::Shelf`, where the fast paths reach it
+/// without a borrow flag), the others, and the hot one while a slow path has it out, in the
+/// `RefCell` (`with_caches`).
+struct Store {
+    shelf: Shelf,
+    caches: RefCell<Stored>,
+}
+
+/// Normal builds: the caches live in a `const` thread-local whose value needs no destructor (the
+/// caches are wrapped in `ManuallyDrop`, the shelf has no drop glue), so reaching it is a plain
+/// thread-local address, with no check of a "not yet initialized / already destroyed" state on
+/// every rent and return. A second thread-local, [`Teardown`], made when the thread registers its
+/// first cache, drops the caches when the thread exits.
 #[cfg(not(packetpipe_loom))]
 type Stored = std::mem::ManuallyDrop<ThreadCaches>;
 
 /// Loom builds: loom takes all of a thread's locals out before dropping any, so `Teardown` could
-/// not reach the caches there; the caches' own destructor runs instead (`Drop for ThreadCaches`).
+/// not reach the caches there; their own destructors run instead (`Drop for Store`, then `Drop for
+/// ThreadCaches`).
 #[cfg(packetpipe_loom)]
 type Stored = ThreadCaches;
 
 #[cfg(not(packetpipe_loom))]
 thread_local! {
-    static CACHES: RefCell<Stored> =
-        const { RefCell::new(std::mem::ManuallyDrop::new(ThreadCaches::new())) };
+    static CACHES: Store = const {
+        Store {
+            shelf: Shelf::new(),
+            caches: RefCell::new(std::mem::ManuallyDrop::new(ThreadCaches::new())),
+        }
+    };
     static TEARDOWN: Teardown = const { Teardown };
 }
 
 // Loom's `thread_local!` takes no `const` initializer.
 #[cfg(packetpipe_loom)]
 thread_local! {
-    static CACHES: RefCell<Stored> = RefCell::new(ThreadCaches::new());
+    static CACHES: Store = Store {
+        shelf: Shelf::new(),
+        caches: RefCell::new(ThreadCaches::new()),
+    };
+}
+
+/// Loom builds: the hot cache goes back with the others before they are dropped (or leaked, when
+/// the thread unwinds from a failed model: see `Drop for ThreadCaches`).
+#[cfg(packetpipe_loom)]
+impl Drop for Store {
+    fn drop(&mut self) {
+        let hot = self.shelf.take();
+        if std::thread::panicking() {
+            std::mem::forget(hot);
+        } else if let Ok(mut caches) = self.caches.try_borrow_mut() {
+            if caches.hot.is_none() {
+                caches.hot = hot;
+            } else {
+                caches.others.extend(hot);
+            }
+        }
+    }
 }
 
 /// Drops this thread's caches when the thread exits (normal builds; see [`Stored`]).
@@ -378,9 +511,11 @@ impl Drop for Teardown {
         // reachable for as long as the thread runs; from here on `may_register` says no and later
         // returns (another thread-local's destructor dropping a packet) go to the depot.
         let caches = CACHES
-            .try_with(|caches| {
-                let mut caches = caches.try_borrow_mut().ok()?;
-                Some(std::mem::replace(&mut **caches, ThreadCaches::new()))
+            .try_with(|store| {
+                let mut caches = store.caches.try_borrow_mut().ok()?;
+                let mut caches = std::mem::replace(&mut **caches, ThreadCaches::new());
+                caches.unshelve(&store.shelf);
+                Some(caches)
             })
             .ok()
             .flatten();
@@ -404,35 +539,20 @@ fn may_register() -> bool {
 fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> Option<R>) -> Option<R> {
     let mut f = Some(f);
     CACHES
-        .try_with(|caches| {
-            let mut caches = caches.try_borrow_mut().ok()?;
+        .try_with(|store| {
+            let mut caches = store.caches.try_borrow_mut().ok()?;
             let f = f.take()?;
+            // The hot cache off the shelf, so the slow path sees all caches in one place (and a
+            // fast path reentering meanwhile misses, then finds the `RefCell` borrowed).
+            caches.unshelve(&store.shelf);
             caches.sweep_if_needed();
-            f(&mut caches)
-        })
-        .ok()
-        .flatten()
-}
-
-/// Run `f` on this thread's hot cache if `is_pool` says it is the right pool's and no pool closed
-/// since the last sweep; `None` otherwise, and when thread-local storage is torn down or in use.
-#[inline(always)]
-fn with_hot<R>(
-    is_pool: impl FnOnce(&Arc<PoolShared>) -> bool,
-    f: impl FnOnce(&mut ThreadCache) -> Option<R>,
-) -> Option<R> {
-    CACHES
-        .try_with(|caches| {
-            let mut caches = caches.try_borrow_mut().ok()?;
-            let cache = caches.hot.as_mut()?;
-            // The pool compared first: `hot` is `None` exactly when its pool pointer is null, so
-            // this one compare also checks that there is a hot cache. Then the sweep check of
-            // `with_caches`, on the hot cache's copy of the notice (Relaxed, as there): set, the
-            // caller takes its slow path, which sweeps.
-            if !is_pool(&cache.pool) || cache.notice.load(Ordering::Relaxed) {
-                return None;
+            let result = f(&mut caches);
+            // Back on the shelf (whichever cache is hot now). Not on unwinding: then the hot
+            // cache stays in the `RefCell` and the next slow path puts it back.
+            if let Some(hot) = caches.hot.take() {
+                caches.others.extend(store.shelf.put(hot));
             }
-            f(cache)
+            result
         })
         .ok()
         .flatten()
@@ -444,9 +564,9 @@ fn with_hot<R>(
 /// block) is inlined into the caller; everything else is [`rent_slow`].
 #[inline(always)]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
-    match with_hot(|own| Arc::ptr_eq(own, pool), |cache| cache.pop(class)) {
-        Some(block) => Ok(block),
-        None => rent_slow(pool, class),
+    match CACHES.try_with(|store| store.shelf.pop(pool, class)) {
+        Ok(Some(block)) => Ok(block),
+        _ => rent_slow(pool, class),
     }
 }
 
@@ -463,11 +583,7 @@ fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
         bump_shared(&pool.shared_counts.rents, 1);
         return Ok(block);
     }
-    let block = FreeBlock::allocate(
-        pool.config.class_size(class),
-        class as u8,
-        Some(pool.clone()),
-    )?;
+    let block = FreeBlock::allocate(pool.config.class_size(class), class as u8, pool.clone())?;
     // Counted only once the block exists, as in `ThreadCache::rent`: a refused allocation is not
     // a rent, and counting it would leave `outstanding` above zero for good.
     bump_shared(&pool.shared_counts.rents, 1);
@@ -481,15 +597,12 @@ fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
 /// takes no branch out of this function; everything else is [`recycle_slow`].
 #[inline(always)]
 pub(crate) fn recycle(block: FreeBlock) {
-    let home = block.pool_ptr();
     let mut pending = Some(block);
-    with_hot(
-        |pool| Arc::as_ptr(pool) == home,
-        |cache| {
-            pending = cache.push(pending.take()?).err();
-            Some(())
-        },
-    );
+    let _ = CACHES.try_with(|store| {
+        if let Some(block) = pending.take() {
+            pending = store.shelf.push(block).err();
+        }
+    });
     if let Some(block) = pending {
         recycle_slow(block);
     }
@@ -505,7 +618,7 @@ fn recycle_slow(block: FreeBlock) {
     with_caches(|caches| {
         let block = pending.take()?;
         // Looked up by the block's own reference: no clone (a shared atomic) on the hot path.
-        let pool = block.pool().expect("pooled blocks belong to a pool");
+        let pool = block.pool();
         if pool.is_closed() && caches.find(pool).is_none() {
             // A closed pool caches nothing: free the block without registering a cache.
             free_uncached(block);
@@ -518,10 +631,7 @@ fn recycle_slow(block: FreeBlock) {
     });
     if let Some(mut block) = pending {
         // No thread cache: keep the pool alive independently of the block, which may be freed.
-        let pool = block
-            .pool()
-            .expect("pooled blocks belong to a pool")
-            .clone();
+        let pool = block.pool().clone();
         bump_shared(&pool.shared_counts.returns, 1);
         // The depot hands this block to the next renter as is: clear it here, as the cached path
         // does in `ThreadCache::recycle`.
@@ -536,10 +646,9 @@ fn recycle_slow(block: FreeBlock) {
 /// pool that this thread has no cache for. Counted as a return and a free.
 #[cold]
 fn free_uncached(block: FreeBlock) {
-    if let Some(pool) = block.pool() {
-        bump_shared(&pool.shared_counts.returns, 1);
-        bump_shared(&pool.shared_counts.frees, 1);
-    }
+    let pool = block.pool();
+    bump_shared(&pool.shared_counts.returns, 1);
+    bump_shared(&pool.shared_counts.frees, 1);
     drop(block); // frees it
 }
 
