@@ -432,10 +432,8 @@ impl Drop for ThreadCaches {
             // Caches first: each one's slot entry holds its own clone of the notice.
             self.hot = None;
             self.others.clear();
-            if let Some(notice) = self.notice.as_mut() {
-                // SAFETY: `notice` is dropped only here, once, as the whole value is being dropped.
-                unsafe { std::mem::ManuallyDrop::drop(notice) };
-            }
+            // Out of its `ManuallyDrop` and dropped here, inside the model (no unsafe needed).
+            drop(self.notice.take().map(std::mem::ManuallyDrop::into_inner));
         }
     }
 }
