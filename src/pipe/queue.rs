@@ -374,24 +374,6 @@ impl Consumer {
         (packet.len() >= n).then_some(packet)
     }
 
-    /// Consume `n` bytes of the first accessible packet, which holds at least `n`
-    /// ([`front_holding`](Self::front_holding)).
-    #[inline]
-    pub(crate) fn consume_front(&mut self, n: usize) {
-        let front = self.front_mut();
-        let len = front.len();
-        assert!(
-            n <= len,
-            "consume_front of {n} bytes from a packet of {len}"
-        );
-        if n == len {
-            drop(self.pop_front());
-        } else {
-            front.skip_front(n);
-        }
-        self.consumed += n as u64;
-    }
-
     /// Consume `n` accessible bytes (n <= available), dropping packets consumed entirely.
     #[inline]
     pub(crate) fn consume(&mut self, mut n: u64) {

@@ -109,8 +109,6 @@ pub struct PipeReader {
     last_status: (bool, bool),
     /// A `read_at_least` target is stored in the shared state (backpressure lifted).
     lifting: bool,
-    /// That target, while `lifting`.
-    lift_target: u64,
     /// Frames were taken from the last read's buffer and no `advance_to` followed yet.
     frames_taken: bool,
     completed: bool,
@@ -134,7 +132,6 @@ impl PipeReader {
             writer_flags: 0,
             last_status: (false, false),
             lifting: false,
-            lift_target: 0,
             frames_taken: false,
             completed: false,
         }
@@ -278,20 +275,16 @@ impl PipeReader {
             }
             if let Want::AtLeast(n) = want {
                 // Lift backpressure: the writer must not pause while we wait for bytes it has not
-                // published yet. Wake it if it is already paused. Once per wait: a probe polls
-                // again and again.
+                // published yet. Wake it if it is already paused.
                 // Saturating: `read_at_least(usize::MAX)` means "until the writer completes", and a
                 // wrapped target would re-impose the pause the wait relies on lifting.
                 let target = self.queue.consumed().saturating_add(n);
-                if !self.lifting || self.lift_target != target {
-                    self.state
-                        .progress
-                        .reader_needs
-                        .store(target, Ordering::SeqCst);
-                    self.lifting = true;
-                    self.lift_target = target;
-                    self.state.waits.writer.wake();
-                }
+                self.state
+                    .progress
+                    .reader_needs
+                    .store(target, Ordering::SeqCst);
+                self.lifting = true;
+                self.state.waits.writer.wake();
             }
             // About to sleep: send the writer's parked block home, so an idle pipe holds none
             // (the writer rents a fresh one if it writes again).
@@ -503,10 +496,10 @@ impl PipeReader {
             Some(front) if n > 0 => {
                 if n <= self.copy_threshold {
                     let frame = self.pool.copy_from_slice(&front[skip..total])?;
-                    self.queue.consume_front(total);
+                    self.queue.consume(total as u64);
                     Packet::from(frame)
                 } else {
-                    self.queue.consume_front(skip);
+                    self.queue.consume(skip as u64);
                     let mut frame = Packet::new();
                     self.queue.take(n as u64, |p| frame = p);
                     frame
@@ -527,18 +520,12 @@ impl PipeReader {
             self.queue.consume(skip as u64);
             return Ok(Packet::new());
         }
-        let spans_segments = {
-            let mut chunks = ReadBuffer::new(&self.queue, skip + n).chunks();
-            let mut left = skip;
-            // The segment holding the frame's first byte.
-            loop {
-                let chunk = chunks.next().expect("skip + n bytes are there");
-                if chunk.len() > left {
-                    break chunk.len() - left < n;
-                }
-                left -= chunk.len();
-            }
-        };
+        // Whether the segment holding the frame's first byte ends before the frame does.
+        let spans_segments = ReadBuffer::new(&self.queue, skip + n)
+            .slice(skip..)
+            .first_chunk()
+            .len()
+            < n;
         if spans_segments && n > self.copy_threshold && self.in_one_block(skip, n) {
             // Segments that follow each other in one block (a pump's reads into the same block, a
             // writer's flushes): one window over them, shared, not copied.
