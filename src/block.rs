@@ -31,7 +31,7 @@ use std::alloc::{self, Layout};
 use std::ptr::{self, NonNull};
 
 use crate::error::Error;
-use crate::pool::{bump, unbump, PoolShared, ThreadCache};
+use crate::pool::{bump_class, class_slot, PoolShared, ThreadCache};
 use crate::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::Arc;
 
@@ -795,30 +795,29 @@ impl Shelf {
     }
 
     /// The fast rent: a block of `class` from the loaded magazine of `pool`'s cache, if `pool`'s
-    /// cache is on the shelf, no pool closed since the last sweep, and the magazine is not empty.
-    /// Counts one rent; the block's bytes leave the cache.
+    /// cache is on the shelf and the magazine is not empty. Counts one rent; the block's bytes
+    /// leave the cache.
+    ///
+    /// No close-notice check here (the fast return makes it): `pool` is open (the caller rents
+    /// through a handle), so the notice can only be about other pools' caches, and a thread that
+    /// only rents reaches the slow path, which sweeps, at least once per magazine.
     #[inline(always)]
     pub(crate) fn pop(&self, pool: &Arc<PoolShared>, class: usize) -> Option<FreeBlock> {
         // SAFETY: `cache` is used only in this method, which calls only field accesses, a
         // `FreeStack` pop and the statistics stores (invariant 6).
         let cache = unsafe { self.hot(pool_key(pool)) }?;
-        // Relaxed, as the slow path's check: set, the caller's slow path sweeps.
-        if cache.notice.load(Ordering::Relaxed) {
-            return None;
-        }
-        let block = cache.classes.get_mut(class)?.loaded.pop()?;
-        // The slot's address read once: the first counter's store could, for all the compiler
-        // knows, change the field that holds it.
-        let slot = &*cache.slot;
-        bump(&slot.rents, 1);
-        unbump(&slot.cached_bytes, block.capacity() as u64);
+        let slot = class_slot(class);
+        let block = cache.classes[slot].loaded.pop()?;
+        // One count for the rent and the bytes that left the cache (see `pool::stats`).
+        bump_class(&cache.slot.class_rents[slot]);
         Some(block)
     }
 
     /// The fast return: into the loaded magazine of the block's pool's cache if that cache is on
     /// the shelf, no pool closed since the last sweep, and the magazine has room (a pool that
     /// clears returned blocks has none: `fast_capacity` 0). Else the block comes back. An unpooled
-    /// block comes back too: its class, `UNPOOLED`, is out of range.
+    /// block comes back too: its class, `UNPOOLED`, indexes the table's last entry, which has no
+    /// room.
     #[inline(always)]
     pub(crate) fn push(&self, block: FreeBlock) -> Result<(), FreeBlock> {
         // SAFETY: as in `pop`: field accesses, a `FreeStack` push, the statistics stores.
@@ -828,15 +827,13 @@ impl Shelf {
         if cache.notice.load(Ordering::Relaxed) {
             return Err(block);
         }
-        let Some(mags) = cache.classes.get_mut(block.class() as usize) else {
-            return Err(block);
-        };
+        let slot = class_slot(usize::from(block.class()));
+        let mags = &mut cache.classes[slot];
         if mags.loaded.len() >= mags.fast_capacity {
             return Err(block);
         }
-        let slot = &*cache.slot; // read once, as in `pop`
-        bump(&slot.returns, 1);
-        bump(&slot.cached_bytes, block.capacity() as u64);
+        // One count for the return and the bytes that entered the cache (see `pool::stats`).
+        bump_class(&cache.slot.class_returns[slot]);
         mags.loaded.push(block);
         Ok(())
     }

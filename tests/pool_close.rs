@@ -55,6 +55,8 @@ enum Job {
     Drop(OwnedPacket),
     /// Rent and return one block of an unrelated pool.
     TouchOther,
+    /// Rent one block of the unrelated pool and keep it (a thread that only rents).
+    RentOther,
     Exit,
 }
 
@@ -67,7 +69,12 @@ fn worker() -> (
     let (job_tx, job_rx) = mpsc::channel::<Job>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let handle = thread::spawn(move || {
-        let other = Pool::new();
+        // Magazines of 4 blocks: a thread that only rents leaves the fast path within a few rents.
+        let other = Pool::builder()
+            .thread_cache_depth(MAGAZINE)
+            .build()
+            .unwrap();
+        let mut kept = Vec::new();
         for job in job_rx {
             match job {
                 Job::Cache(pool, sizes) => {
@@ -76,6 +83,7 @@ fn worker() -> (
                 }
                 Job::Drop(packet) => drop(packet),
                 Job::TouchOther => drop(other.rent(64).unwrap()),
+                Job::RentOther => kept.push(other.rent(64).unwrap()),
                 Job::Exit => break,
             }
             done_tx.send(()).unwrap();
@@ -94,6 +102,9 @@ fn finish(jobs: mpsc::Sender<Job>, handle: thread::JoinHandle<()>) {
     jobs.send(Job::Exit).unwrap();
     handle.join().unwrap();
 }
+
+/// The worker's unrelated pool's magazine length.
+const MAGAZINE: usize = 4;
 
 const SIZES: [usize; 6] = [64, 64, 1000, 4096, 4096, 60_000];
 const CACHED: u64 = 64 + 64 + 1024 + 4096 + 4096 + 65536;
@@ -126,6 +137,39 @@ fn dropping_the_last_handle_frees_other_threads_caches_at_their_next_operation_o
     assert_fully_released(&monitor);
     finish(jobs, handle);
     assert_fully_released(&monitor);
+}
+
+/// A thread that only rents from another pool takes the fast rent, which does not look at the
+/// close notice (only returns and the slow paths do), but it leaves the fast path when its loaded
+/// magazine (and then its spare) runs empty, and frees the closed pool's cache there: within
+/// two magazines and one rent.
+#[test]
+fn a_thread_that_only_rents_frees_a_closed_pools_cache_within_two_magazines() {
+    let pool = Pool::new();
+    let monitor = pool.monitor();
+    let (jobs, done, handle) = worker();
+    // The worker's cache of the other pool: loaded and spare magazines full.
+    for _ in 0..2 * MAGAZINE {
+        run(&jobs, &done, Job::RentOther);
+    }
+    run(&jobs, &done, Job::TouchOther);
+    run(&jobs, &done, Job::Cache(pool.clone(), SIZES.to_vec()));
+    drop(pool);
+    assert_eq!(held(&monitor), (CACHED, 1));
+
+    let mut rents = 0;
+    while held(&monitor) != (0, 0) {
+        assert!(
+            rents <= 2 * MAGAZINE,
+            "{rents} rents on another pool and the closed pool's cache is still held: {:?}",
+            monitor.stats()
+        );
+        run(&jobs, &done, Job::RentOther);
+        rents += 1;
+    }
+    assert!(rents >= 1, "a rent was needed to sweep");
+    assert_fully_released(&monitor);
+    finish(jobs, handle);
 }
 
 /// The same when the worker's next operation is returning a block of the closed pool itself: the

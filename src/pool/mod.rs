@@ -32,8 +32,8 @@ mod thread_cache;
 pub use stats::PoolStats;
 
 pub(crate) use shared::PoolShared;
-pub(crate) use stats::{bump, unbump};
-pub(crate) use thread_cache::ThreadCache;
+pub(crate) use stats::bump_class;
+pub(crate) use thread_cache::{class_slot, ThreadCache};
 
 use crate::block::{FreeBlock, MAX_CAPACITY, UNPOOLED};
 use crate::error::Error;
@@ -46,7 +46,8 @@ use stats::bump_shared;
 ///
 /// Dropping the last handle closes the pool: it frees the shared depot and the calling thread's
 /// cache at once, and stops caching. Every other thread that cached blocks of the pool frees them
-/// (and lets go of the pool's shared state) at its next rent or return on any pool, or when it
+/// (and lets go of the pool's shared state) at its next return on any pool or its next rent that
+/// refills a magazine (a thread that only rents does so at least once per magazine), or when it
 /// exits; a [`PoolMonitor`] shows what is still held meanwhile. Blocks still referenced by
 /// packets stay valid and are freed when their last packet drops.
 ///
@@ -90,8 +91,9 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.close();
-        // This thread's cache goes now; other threads drop theirs at their next rent or return
-        // on any pool (their close notice is set, see `thread_cache`), or when they exit.
+        // This thread's cache goes now; other threads drop theirs at their next return, or rent
+        // off the fast path, on any pool (their close notice is set, see `thread_cache`), or when
+        // they exit.
         thread_cache::sweep_closed();
     }
 }
@@ -277,7 +279,8 @@ impl PoolMonitor {
     /// Live threads holding a cache for this pool. Each caches up to two magazines per class,
     /// within [`PoolBuilder::max_thread_cache_bytes`] (counted in `retained_bytes`), and keeps the
     /// pool's shared state alive; after the pool
-    /// closed, a thread drops its cache at its next rent or return on any pool, or when it exits.
+    /// closed, a thread drops its cache at its next return on any pool or its next rent that
+    /// refills a magazine, or when it exits.
     ///
     /// ```
     /// let pool = packetpipe::Pool::new();

@@ -1,7 +1,7 @@
 //! State shared by every thread using one pool: configuration, the depot of full magazines, the
 //! registry of per-thread statistics.
 
-use super::stats::{bump_shared, PoolStats, Slot, StatsSlot};
+use super::stats::{bump_shared, PoolStats, Slot, StatsSlot, ThreadSlot};
 use crate::block::{FreeBlock, FreeStack};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{lock, Arc, CachePadded, Mutex};
@@ -290,8 +290,8 @@ impl PoolShared {
     /// blocks, and free the depot.
     ///
     /// Blocks cached by other threads cannot be freed from here (thread caches take no lock, that
-    /// is their point): each such thread gets its close notice set and frees them at its next rent
-    /// or return on any pool (`thread_cache`). `closed` is set under the slots lock, which
+    /// is their point): each such thread gets its close notice set and frees them at its next
+    /// return, or rent off the fast path, on any pool (`thread_cache`). `closed` is set under the slots lock, which
     /// `claim_slot` also holds while it checks it: a thread registering a cache at the same time
     /// is either notified here or sees the pool closed there.
     pub(crate) fn close(&self) {
@@ -324,7 +324,7 @@ impl PoolShared {
                 return entry.slot.clone();
             }
         }
-        let slot = Arc::new(CachePadded(StatsSlot::default()));
+        let slot = Arc::new(CachePadded(ThreadSlot::default()));
         slot.in_use.store(true, Ordering::Relaxed);
         slots.push(SlotEntry {
             slot: slot.clone(),
@@ -344,9 +344,9 @@ impl PoolShared {
     pub(crate) fn stats(&self) -> PoolStats {
         let mut stats = PoolStats::default();
         for entry in lock(&self.slots).iter() {
-            stats.add_slot(&entry.slot);
+            stats.add_thread_slot(&entry.slot, &self.config);
         }
-        stats.add_slot(&self.shared_counts);
+        stats.add_counts(&self.shared_counts);
         stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
         stats.closed = self.is_closed();
         stats.outstanding = stats.rents.saturating_sub(stats.returns);

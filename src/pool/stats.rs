@@ -1,5 +1,15 @@
-//! Pool statistics: sharded counters, one cache line per thread, summed when read.
+//! Pool statistics: sharded counters, one slot per thread, summed when read.
+//!
+//! The fast rent and return count themselves with one increment each: a counter per size class
+//! (`ThreadSlot::class_rents`, `class_returns`). Readers derive from those both the rent and
+//! return totals and the thread's cached bytes (`class size x (returns - rents)` per class, plus
+//! the level the slow paths keep in `cached_bytes` for whole magazines), so the hot paths need no
+//! second counter for the bytes.
 
+use std::ops::Deref;
+
+use super::shared::Config;
+use super::thread_cache::CLASS_SLOTS;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::CachePadded;
 
@@ -39,8 +49,8 @@ pub struct PoolStats {
     /// the bytes they carry to see how well blocks are filled.
     pub outstanding_bytes: u64,
     /// Payload bytes of free blocks held by the pool (shared depot plus thread caches). After the
-    /// pool closed: bytes still cached by threads that have not rented or returned on any pool
-    /// since (they free them at their next pool operation or when they exit).
+    /// pool closed: bytes still cached by threads that have not returned a block to any pool since
+    /// (they free them at their next return, or rent that refills a magazine, or when they exit).
     pub retained_bytes: u64,
     /// Whether the last [`Pool`](crate::Pool) handle was dropped (seen through a
     /// [`PoolMonitor`](crate::pool::PoolMonitor)).
@@ -85,16 +95,107 @@ pub(crate) fn bump_shared(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
-pub(crate) type Slot = CachePadded<StatsSlot>;
+/// A per-class counter of the fast paths. Loom builds too use std's atomic: these are relaxed
+/// statistics that only their thread writes, and 256 modelled atomics per slot would only slow
+/// the models down.
+pub(crate) type ClassCounter = std::sync::atomic::AtomicU64;
+
+/// [`bump`] for a [`ClassCounter`].
+#[inline(always)]
+pub(crate) fn bump_class(counter: &ClassCounter) {
+    counter.store(
+        counter
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .wrapping_add(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// A thread cache's slot: the common counters, plus the rents and returns of the cache's loaded
+/// magazines by class (indexed by `class_slot`), which also stand for the bytes those moved (see
+/// the module docs). Only the owning thread writes it.
+pub(crate) struct ThreadSlot {
+    counts: StatsSlot,
+    pub(crate) class_rents: [ClassCounter; CLASS_SLOTS],
+    pub(crate) class_returns: [ClassCounter; CLASS_SLOTS],
+}
+
+impl Default for ThreadSlot {
+    fn default() -> ThreadSlot {
+        ThreadSlot {
+            counts: StatsSlot::default(),
+            class_rents: std::array::from_fn(|_| ClassCounter::new(0)),
+            class_returns: std::array::from_fn(|_| ClassCounter::new(0)),
+        }
+    }
+}
+
+/// The common counters are reached as the slot's own fields (`slot.rents`).
+impl Deref for ThreadSlot {
+    type Target = StatsSlot;
+
+    fn deref(&self) -> &StatsSlot {
+        &self.counts
+    }
+}
+
+impl ThreadSlot {
+    /// Rents and returns counted by class, and the bytes the class counts moved into the cache.
+    fn class_totals(&self, config: &Config) -> (u64, u64, u64) {
+        let get = |c: &ClassCounter| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (mut rents, mut returns, mut bytes) = (0u64, 0u64, 0u64);
+        for class in 0..config.classes() {
+            let (out, back) = (
+                get(&self.class_rents[class]),
+                get(&self.class_returns[class]),
+            );
+            rents = rents.wrapping_add(out);
+            returns = returns.wrapping_add(back);
+            let size = config.class_size(class) as u64;
+            bytes = bytes.wrapping_add(back.wrapping_sub(out).wrapping_mul(size));
+        }
+        (rents, returns, bytes)
+    }
+
+    /// Set the thread's cached-bytes level (the slow paths' part plus the class counts' part) to
+    /// `level`: only the owning thread calls this, when it empties its cache.
+    pub(crate) fn set_cached_bytes(&self, level: u64, config: &Config) {
+        let (_, _, class_bytes) = self.class_totals(config);
+        self.cached_bytes
+            .store(level.wrapping_sub(class_bytes), Ordering::Relaxed);
+    }
+}
+
+pub(crate) type Slot = CachePadded<ThreadSlot>;
 
 impl PoolStats {
-    pub(crate) fn add_slot(&mut self, slot: &StatsSlot) {
+    /// Add the counters with no class part (the pool's shared counts).
+    pub(crate) fn add_counts(&mut self, slot: &StatsSlot) {
+        self.add_events(slot);
+        self.retained_bytes += slot.cached_bytes.load(Ordering::Relaxed);
+    }
+
+    /// Add a thread's slot, its class counts included.
+    pub(crate) fn add_thread_slot(&mut self, slot: &ThreadSlot, config: &Config) {
+        let (rents, returns, class_bytes) = slot.class_totals(config);
+        self.add_events(slot);
+        self.rents += rents;
+        self.returns += returns;
+        // The slow paths' level plus the class counts' bytes (either may be "negative" alone,
+        // hence wrapping; their sum is what the cache holds).
+        self.retained_bytes += slot
+            .cached_bytes
+            .load(Ordering::Relaxed)
+            .wrapping_add(class_bytes);
+    }
+
+    /// The event counters of a slot: everything but the cached bytes.
+    fn add_events(&mut self, slot: &StatsSlot) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         self.rents += get(&slot.rents);
         self.returns += get(&slot.returns);
         self.fresh_allocations += get(&slot.fresh);
         self.unpooled_allocations += get(&slot.unpooled);
         self.frees += get(&slot.frees);
-        self.retained_bytes += get(&slot.cached_bytes);
     }
 }

@@ -15,11 +15,14 @@
 //! Closing. When the last `Pool` handle drops, the closing thread frees the depot and its own
 //! cache, but it cannot reach other threads' caches (they take no lock, that is the point of
 //! them). Instead it sets the *close notice* of every thread registered with the pool (one flag
-//! per thread, kept with the thread's statistics slot). Every rent and return on any pool loads
-//! this thread's own notice (`sweep_if_needed`: one load of a line no other thread writes until a
-//! pool closes) and, when it is set, drops this thread's caches of closed pools: their blocks are
-//! freed and their hold on the pool's shared state and statistics slot released. A thread that
-//! never touches a pool again keeps its cache until it exits; `PoolStats::retained_bytes` and
+//! per thread, kept with the thread's statistics slot). Every return on any pool, and every rent
+//! that leaves the fast path, loads this thread's own notice (`sweep_if_needed`: one load of a
+//! line no other thread writes until a pool closes) and, when it is set, drops this thread's
+//! caches of closed pools: their blocks are freed and their hold on the pool's shared state and
+//! statistics slot released. The fast rent skips the notice: it rents from an open pool (through
+//! a handle), so the notice can only concern other pools' caches, and a thread that only rents
+//! leaves the fast path at least once per magazine (when it runs empty). A thread that never
+//! touches a pool again keeps its cache until it exits; `PoolStats::retained_bytes` and
 //! `PoolMonitor::thread_caches` show it. Blocks of a closed pool returned later are freed at once,
 //! without registering a cache.
 //!
@@ -28,13 +31,15 @@
 //! disturbs only the threads that cached the closing pool.
 //!
 //! The hot path (issue 10, item 3). A rent or return that the last-used pool's cache can serve
-//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in about 30
-//! instructions each: the thread-local's address (a `const` thread-local with no destructor, so no
+//! runs inline, with no call (rent) or one call (return, `pool::recycle`), in 20-30 instructions
+//! each: the thread-local's address (a `const` thread-local with no destructor, so no
 //! lazy-initialization check), one compare of the pool with the key of the hot cache's shelf
 //! (`block::Shelf`: the hot cache sits there, outside the `RefCell` the other caches are in, so
-//! this compare is also the borrow check), the close notice (through the hot cache's own clone of
-//! it), the class's magazine, the pop or push, and two counters on the thread's statistics slot
-//! (rents or returns, and the cached-bytes level; exact, as before). Everything else (spare swap,
+//! this compare is also the borrow check), the close notice on a return (through the hot cache's
+//! own clone of it), the class's magazine (a fixed table of `CLASS_SLOTS` entries indexed with a
+//! mask, no bounds check), the pop or push, and one counter on the thread's statistics slot (the
+//! class's rents or returns, which also stands for the cached bytes: see `pool::stats`; exact, as
+//! before). Everything else (spare swap,
 //! depot, fresh allocation, spill, clearing on return, unpooled blocks, registering a cache,
 //! sweeping) is `#[cold]` and out of line, and takes the hot cache off the shelf while it runs
 //! (`with_caches`).
@@ -42,11 +47,25 @@
 use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
-use super::stats::{bump, bump_shared, unbump, Slot};
+use super::stats::{bump, bump_class, bump_shared, unbump, Slot};
 use crate::block::{FreeBlock, FreeStack, Shelf, UNPOOLED};
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
+
+/// Entries of a cache's magazine table: a fixed number, more than any configuration's classes
+/// (at most 105), so that the fast paths index it with a mask instead of a bounds check. The last
+/// entry is never a class: an unpooled block's class, `UNPOOLED`, masks to it, and its capacity
+/// of 0 sends the block to the slow path.
+pub(crate) const CLASS_SLOTS: usize = 128;
+
+/// A class number (or a block's `UNPOOLED`) as an index into the magazine table.
+#[inline(always)]
+pub(crate) const fn class_slot(class: usize) -> usize {
+    class & (CLASS_SLOTS - 1)
+}
+
+const _: () = assert!(class_slot(UNPOOLED as usize) == CLASS_SLOTS - 1);
 
 /// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
 /// fast paths touch only this, and 32 bytes index with one shift).
@@ -64,10 +83,11 @@ pub(crate) struct Magazines {
 pub(crate) struct ThreadCache {
     pub(crate) pool: Arc<PoolShared>,
     pub(crate) slot: Arc<Slot>,
-    pub(crate) classes: Box<[Magazines]>,
+    /// Indexed by [`class_slot`]; the entries past the pool's classes stay empty with no room.
+    pub(crate) classes: Box<[Magazines; CLASS_SLOTS]>,
     /// Each class's second magazine, swapped with `loaded` when that runs empty or full.
     spares: Box<[FreeStack]>,
-    /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast paths.
+    /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast return.
     pub(crate) notice: CloseNotice,
     /// The byte cap (`PoolBuilder::max_thread_cache_bytes`), kept by the slow paths alone: a class
     /// may fill a loaded magazine only once it holds a *grant* of its full magazine's bytes, and a
@@ -82,23 +102,25 @@ pub(crate) struct ThreadCache {
 impl ThreadCache {
     fn new(pool: Arc<PoolShared>, notice: &CloseNotice) -> ThreadCache {
         let config = pool.config;
-        // The fast return path finds an unpooled block's class (`UNPOOLED`) out of range.
-        assert!(
-            config.classes() < UNPOOLED as usize,
-            "too many size classes"
-        );
-        let classes = (0..config.classes())
-            .map(|class| {
-                let capacity = config.magazine_len(class);
-                Magazines {
-                    loaded: FreeStack::new(),
-                    capacity,
-                    // No grant yet: the first return of the class takes the slow path, which
-                    // grants it (`grant`).
-                    fast_capacity: 0,
-                }
+        // The fast return path sends an unpooled block (`UNPOOLED`, the table's last entry) to the
+        // slow path by that entry's capacity of 0.
+        assert!(config.classes() < CLASS_SLOTS - 1, "too many size classes");
+        let classes: Box<[Magazines]> = (0..CLASS_SLOTS)
+            .map(|class| Magazines {
+                loaded: FreeStack::new(),
+                capacity: if class < config.classes() {
+                    config.magazine_len(class)
+                } else {
+                    0
+                },
+                // No grant yet: the first return of the class takes the slow path, which grants
+                // it (`grant`).
+                fast_capacity: 0,
             })
             .collect();
+        let classes = classes
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("CLASS_SLOTS entries"));
         let spares = (0..config.classes()).map(|_| FreeStack::new()).collect();
         let slot = pool.claim_slot(notice);
         ThreadCache {
@@ -141,7 +163,7 @@ impl ThreadCache {
     /// clock order) until they fit; `false` (nothing reserved) if they cannot.
     fn reserve(&mut self, bytes: usize, keep: usize) -> bool {
         let cap = self.pool.config.max_thread_cache_bytes;
-        let classes = self.classes.len();
+        let classes = self.pool.config.classes();
         let mut looked = 0;
         while self.reserved + bytes > cap && looked < classes {
             let victim = self.hand;
@@ -188,9 +210,10 @@ impl ThreadCache {
     /// A block from the loaded magazine, or `None` when it is empty (the slow rent's pop; the
     /// fast one is `Shelf::pop`). Counted here: one rent, and the block's bytes leave the cache.
     fn pop(&mut self, class: usize) -> Option<FreeBlock> {
-        let block = self.classes.get_mut(class)?.loaded.pop()?;
-        bump(&self.slot.rents, 1);
-        unbump(&self.slot.cached_bytes, block.capacity() as u64);
+        let slot = class_slot(class);
+        let block = self.classes[slot].loaded.pop()?;
+        // As the fast rent: the class count stands for the rent and the bytes.
+        bump_class(&self.slot.class_rents[slot]);
         Some(block)
     }
 
@@ -239,9 +262,9 @@ impl ThreadCache {
             block.zero_payload();
         }
         let class = block.class() as usize;
-        bump(&self.slot.returns, 1);
         if !self.grant(class) {
             // The class's magazine alone is over the cap: past the cache, to the depot.
+            bump(&self.slot.returns, 1);
             self.pool.put_block(block);
             return;
         }
@@ -258,19 +281,20 @@ impl ThreadCache {
                 self.spill(class, full);
             }
         }
-        bump(&self.slot.cached_bytes, block.capacity() as u64);
+        // As the fast return: the class count stands for the return and the bytes.
+        bump_class(&self.slot.class_returns[class_slot(class)]);
         self.classes[class].loaded.push(block);
     }
 
     /// Move every cached block of this thread to the depot (or free them if the pool is closed).
     fn flush(&mut self) {
-        for class in 0..self.classes.len() {
+        for class in 0..self.pool.config.classes() {
             let loaded = std::mem::replace(&mut self.classes[class].loaded, FreeStack::new());
             let spare = std::mem::replace(&mut self.spares[class], FreeStack::new());
             self.pool.put_magazine(class, loaded);
             self.pool.put_magazine(class, spare);
         }
-        self.slot.cached_bytes.store(0, Ordering::Relaxed);
+        self.slot.set_cached_bytes(0, &self.pool.config);
     }
 
     /// Free every cached block of this thread; returns the payload bytes freed.
@@ -286,9 +310,9 @@ impl ThreadCache {
             *spare = FreeStack::new();
         }
         bump(&self.slot.frees, freed as u64);
-        self.slot.cached_bytes.store(0, Ordering::Relaxed);
+        self.slot.set_cached_bytes(0, &self.pool.config);
         // The spares are gone; the grants stay.
-        self.reserved = (0..self.classes.len())
+        self.reserved = (0..self.pool.config.classes())
             .filter(|&class| self.granted[class])
             .map(|class| self.magazine_bytes(class))
             .sum();
