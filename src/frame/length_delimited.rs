@@ -274,10 +274,20 @@ impl LengthDelimited {
         let (offset, n) = (b.length_field_offset, b.length_field_len);
         let buffer = buf.buffer();
         let first = buffer.first_chunk();
-        let field = if let Some(bytes) = first.get(offset..offset + n) {
-            // The common case, the header in the first segment: read it in place. The usual
-            // widths as one load each; others with a byte loop (a copy of a variable length into
-            // an array would call `memcpy`).
+        // (A wrapped end, for an absurd offset, is below the start: `get` says `None`.)
+        let field = if let Some(word) = first.get(offset..offset.wrapping_add(8)) {
+            // The common case, eight bytes in place in the first segment (not near its end): one
+            // load whatever the width, no branch on it; the field is the word's first n bytes.
+            let word: [u8; 8] = word.try_into().expect("eight bytes");
+            let shift = 64 - 8 * n as u32; // n is 1..=8 (the builder checks)
+            if b.big_endian {
+                u64::from_be_bytes(word) >> shift
+            } else {
+                (u64::from_le_bytes(word) << shift) >> shift
+            }
+        } else if let Some(bytes) = first.get(offset..offset + n) {
+            // Near the segment's end: the usual widths as one load each; others with a byte loop
+            // (a copy of a variable length into an array would call `memcpy`).
             read_field(bytes, b.big_endian)
         } else {
             // Across segments: through the cursor (never joining the segments).

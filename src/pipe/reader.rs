@@ -496,7 +496,7 @@ impl PipeReader {
             Some(front) if n > 0 => {
                 if n <= self.copy_threshold {
                     let frame = self.pool.copy_from_slice(&front[skip..total])?;
-                    self.queue.consume(total as u64);
+                    self.queue.consume_in_front(total as u64);
                     Packet::from(frame)
                 } else {
                     self.queue.consume(skip as u64);
@@ -617,7 +617,8 @@ impl PipeReader {
     }
 
     /// Share a new furthest-examined position with the writer, waking it if that lifts its pause.
-    #[inline]
+    /// Inline: it runs once per frame taken; the wake is out of line.
+    #[inline(always)]
     fn note_examined(&mut self, position: u64) {
         if position <= self.examined_max {
             return;
@@ -625,11 +626,18 @@ impl PipeReader {
         self.examined_max = position;
         self.state.reader.store(position, Ordering::SeqCst);
         if self.state.waits.writer.is_waiting() {
-            let published = self.queue.published_bytes();
-            let reader = self.state.reader.load(Ordering::SeqCst);
-            if !self.state.must_wait(reader, published, true) {
-                self.state.waits.writer.wake();
-            }
+            self.wake_paused_writer();
+        }
+    }
+
+    /// The writer waits: wake it if the examined position just shared lifts its pause.
+    #[cold]
+    #[inline(never)]
+    fn wake_paused_writer(&self) {
+        let published = self.queue.published_bytes();
+        let reader = self.state.reader.load(Ordering::SeqCst);
+        if !self.state.must_wait(reader, published, true) {
+            self.state.waits.writer.wake();
         }
     }
 
