@@ -132,3 +132,40 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         }
     })
 }
+
+/// A blocking read that brings fewer new bytes than this is small: the reader may be taking a
+/// streaming writer's flushes one at a time. Below a 4 KiB frame, so streams of larger frames
+/// (which reach the pause threshold, where the spin-then-park wait matters) are not delayed.
+pub(crate) const SMALL_READ: u64 = 1024;
+
+/// Read coalescing, for a blocking reader whose last read was small and that finds few new bytes
+/// now: wait a few hundred nanoseconds, touching no shared memory, before reading.
+///
+/// Why: two threads streaming small frames (a flush each) otherwise trade them one at a time:
+/// the reader catches every flush, and every frame moves the published count, the queue node, the
+/// block's reference count and the data between the two cores while both sides use them. Letting
+/// a few flushes accumulate moves those lines once per batch instead (a runtime's reader gets the
+/// same from its wake-up latency). A reader whose data is not coming yet (a request/response
+/// reader) loses nothing, it would wait anyway; one that reads small pieces that are already
+/// there pays the delay once per read (the cost of not knowing whether more is coming: about
+/// 190 ns per read of under 1 KiB). Limiting it to reads after one that had to wait was tried:
+/// in the streaming case most reads find a frame there without waiting, and the gain was gone
+/// (98-117 ns per 64-byte frame against 65-72).
+/// Measured on the peers workload (BENCHMARKS.md, "Read coalescing"): 64-byte frames over two
+/// threads 106-113 -> 65-72 ns per frame; 4 KiB and 64 KiB frames do not coalesce.
+#[inline]
+pub(crate) fn coalesce() {
+    // Loom explores interleavings, not time: a delay only adds steps.
+    if cfg!(packetpipe_loom) {
+        return;
+    }
+    for _ in 0..COALESCE_SPINS {
+        std::hint::spin_loop();
+    }
+}
+
+/// Spin-loop hints of one coalescing delay: about 190 ns on the AMD EPYC VM this was tuned on (a
+/// hint is about 23 ns there), time for two or three 64-byte flushes of a streaming writer. 4
+/// hints gave 68-70 ns per 64-byte frame, 8 and 16 gave 62-72, 32 made `Frames` slower (its reads
+/// need one frame) and costs more latency.
+const COALESCE_SPINS: u32 = 8;

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::blocking::block_on;
+use super::blocking::{block_on, coalesce, SMALL_READ};
 use super::queue::Consumer;
 use super::read_buffer::ReadBuffer;
 use super::state::{PipeCanceler, PipeState, DONE, FAILED};
@@ -55,7 +55,7 @@ impl std::fmt::Debug for ReadResult<'_> {
 }
 
 /// What a read is waiting for.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Want {
     /// Any byte beyond the examined point.
     New,
@@ -111,6 +111,8 @@ pub struct PipeReader {
     lifting: bool,
     /// Frames were taken from the last read's buffer and no `advance_to` followed yet.
     frames_taken: bool,
+    /// The last blocking read brought fewer than `SMALL_READ` new bytes: the next one coalesces.
+    coalesce: bool,
     completed: bool,
 }
 
@@ -133,6 +135,7 @@ impl PipeReader {
             last_status: (false, false),
             lifting: false,
             frames_taken: false,
+            coalesce: false,
             completed: false,
         }
     }
@@ -183,15 +186,47 @@ impl PipeReader {
         }
     }
 
-    /// [`read_buffer`](Self::read_buffer) for thread-based code: parks the thread while waiting.
+    /// [`read_buffer`](Self::read_buffer) for thread-based code: parks the thread while waiting
+    /// (after a brief spin and a few yields).
+    ///
+    /// Read coalescing: when the previous blocking read brought fewer than 1 KiB of new bytes
+    /// and fewer than that are there now, the read first spins for about 200 ns (touching no
+    /// shared memory) so that a writer streaming small flushes adds a few. Two threads trading
+    /// small frames one at a time otherwise move the pipe's shared cache lines between the cores
+    /// for every frame. A reader whose data is not coming yet loses nothing (it would wait
+    /// anyway); one reading small pieces that are already there pays the delay on each read.
+    /// The async forms never delay.
     #[inline]
     pub fn read_blocking(&mut self) -> Result<ReadResult<'_>, Error> {
-        block_on(self.read_buffer())
+        self.read_blocking_want(Want::New)
     }
 
-    /// [`read_at_least`](Self::read_at_least) for thread-based code.
+    /// [`read_at_least`](Self::read_at_least) for thread-based code, with the read coalescing of
+    /// [`read_blocking`](Self::read_blocking).
+    #[inline]
     pub fn read_at_least_blocking(&mut self, n: usize) -> Result<ReadResult<'_>, Error> {
-        block_on(self.read_at_least(n))
+        self.read_blocking_want(Want::AtLeast(n as u64))
+    }
+
+    /// The blocking reads: [`Read`] driven by `block_on`, with read coalescing (see
+    /// `blocking::coalesce`): after a read that brought few new bytes, a read that finds few new
+    /// bytes first lets a streaming writer add more.
+    #[inline]
+    fn read_blocking_want(&mut self, want: Want) -> Result<ReadResult<'_>, Error> {
+        let seen = self.examined.max(self.queue.consumed());
+        if self.coalesce && self.queue.published_bytes().saturating_sub(seen) < SMALL_READ {
+            coalesce();
+        }
+        let status = {
+            let result = block_on(Read {
+                reader: Some(self),
+                want,
+            })?;
+            (result.is_completed(), result.is_canceled())
+        };
+        let end = self.queue.consumed() + self.last_len.unwrap_or(0);
+        self.coalesce = end.saturating_sub(seen) < SMALL_READ;
+        Ok(self.result(status))
     }
 
     /// The poll form of [`read_buffer`](Self::read_buffer): `Ready(Ok(()))` means a read result is available
