@@ -291,9 +291,9 @@ impl PoolShared {
     ///
     /// Blocks cached by other threads cannot be freed from here (thread caches take no lock, that
     /// is their point): each such thread gets its close notice set and frees them at its next
-    /// return, or rent off the fast path, on any pool (`thread_cache`). `closed` is set under the slots lock, which
-    /// `claim_slot` also holds while it checks it: a thread registering a cache at the same time
-    /// is either notified here or sees the pool closed there.
+    /// return, or rent off the fast path, on any pool (`thread_cache`). `closed` is set under the
+    /// slots lock, which `claim_slot` also holds while it checks it: a thread registering a cache
+    /// at the same time is either notified here or sees the pool closed there.
     pub(crate) fn close(&self) {
         {
             let slots = lock(&self.slots);
