@@ -55,7 +55,7 @@ impl std::fmt::Debug for ReadResult<'_> {
 }
 
 /// What a read is waiting for.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Want {
     /// Any byte beyond the examined point.
     New,
