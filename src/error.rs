@@ -68,7 +68,8 @@ pub enum Error {
     },
     /// An in-place change needs sole ownership of the block, but other packets share it.
     SharedBlock {
-        /// References to the block at the time of the call.
+        /// References to the block at the time of the call. While a pipe's writer still writes
+        /// into the block, this includes up to 15 it counted in advance for its next flushes.
         references: usize,
     },
     /// A write did not fit in the space left in a buffer.

@@ -1,7 +1,8 @@
 #![cfg(packetpipe_loom)]
 //! The writer's parked block (`block::ParkingSlot`): between flushes the writer parks its block's
 //! reference; a reader about to wait (or completing) sends it home; the writer's next write takes
-//! it back or, if the reader won, rents a fresh block. One atomic swap on each side decides.
+//! it back or, if the reader won, rents a fresh block. One atomic swap on each side decides. The
+//! references the writer counted in advance for its seals travel with the parked block.
 
 use loom::thread;
 use packetpipe::pipe::PipeOptions;
@@ -59,6 +60,39 @@ fn reclaim_races_release() {
 #[should_panic(expected = "returned to its pool twice")]
 fn mutant_racy_reclaim() {
     reclaim_races_release_model();
+}
+
+/// Three flushes into one block: the second and third seals take their references from credits
+/// counted in advance (2 per batch in loom builds), and the parked block carries the unused credit
+/// in its address's low bits. Whoever takes the parked block (the reader about to wait, or the
+/// writer's next write, or its completion) gives back the block's reference and the credits
+/// together: the pool gets every block back exactly once, with nothing left counted.
+#[test]
+#[cfg(not(packetpipe_mutant))]
+fn seal_credits_travel_with_the_parked_block() {
+    loom::model(|| {
+        let pool = one_block_pool();
+        let options = PipeOptions::new()
+            .pause_threshold(0)
+            .min_segment_size(64)
+            .pool(pool.clone());
+        let (mut writer, mut reader) = pipe(options);
+        let producer = thread::spawn(move || {
+            for part in [b"ab", b"cd", b"ef"] {
+                writer.write_slice(part).unwrap();
+                block_on(writer.flush_pipe()).unwrap();
+            }
+            writer.complete();
+        });
+        let (got, completed) = packetpipe_loom_tests::read_to_end(&mut reader, usize::MAX);
+        assert_eq!(got, b"abcdef");
+        assert!(completed);
+        producer.join().unwrap();
+        drop(reader);
+        let stats = pool.stats();
+        assert_eq!(stats.rents, stats.returns, "{stats:?}");
+        assert_eq!(stats.outstanding, 0, "{stats:?}");
+    });
 }
 
 /// The reader completes (releasing the parked block and everything unconsumed) while the writer

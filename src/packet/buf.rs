@@ -142,6 +142,19 @@ impl PacketBuf {
         OwnedPacket::from_window(self.writer.seal())
     }
 
+    /// [`seal`](Self::seal) with the packet's reference taken from references counted in advance
+    /// (`block::Writer::seal_with_credits`): the pipe's writer seals after every flush.
+    #[inline]
+    pub(crate) fn seal_with_credits(&mut self, credits: &mut usize) -> OwnedPacket {
+        OwnedPacket::from_window(self.writer.seal_with_credits(credits))
+    }
+
+    /// Give back references counted in advance by [`seal_with_credits`](Self::seal_with_credits).
+    #[inline]
+    pub(crate) fn give_back_credits(&self, credits: usize) {
+        self.writer.give_back_credits(credits);
+    }
+
     /// Seal the written bytes and give the buffer up (no atomic operation: the buffer's reference
     /// passes to the packet).
     #[inline]

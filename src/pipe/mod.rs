@@ -79,10 +79,12 @@
 //! | writer | `poll_reader_completed` (an idle fill pump) | reader completion or drop only |
 //!
 //! **The writer's block between flushes.** Each flush that publishes parks the writer's partly
-//! used block in the queue's `ParkingSlot` (before publishing); the writer's next write takes it
-//! back with an atomic swap, unless the reader, about to sleep (or completing), took it first and
-//! sent it home. One swap on each side decides; the loser does nothing (`block.rs`, loom model
-//! `parked_tail`).
+//! used block in the queue's `ParkingSlot` (a plain store, before publishing); the writer's next
+//! write takes it back with an atomic swap, unless the reader, about to sleep (or completing), took
+//! it first and sent it home. One swap on each side decides; the loser does nothing (`block.rs`,
+//! loom model `parked_tail`). The seals between flushes take their block references from a batch
+//! the writer counted in advance (one atomic add per 15 flushes, not one per flush); unused ones go
+//! back with the block.
 //!
 //! **What is bounded rather than prevented.** A flush racing with the reader's completion can
 //! publish after the reader released everything: those bytes (at most that one flush's; every

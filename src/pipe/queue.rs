@@ -198,13 +198,13 @@ impl Producer {
     /// Park the write buffer's reference (call before `publish`, so a consumer that sees the
     /// published bytes sees the parked buffer too).
     #[inline]
-    pub(crate) fn park_tail(&mut self, writer: Writer) -> ParkedWriter {
-        self.shared.parked_tail.park(writer)
+    pub(crate) fn park_tail(&mut self, writer: Writer, credits: usize) -> ParkedWriter {
+        self.shared.parked_tail.park(writer, credits)
     }
 
     /// Take the parked write buffer back, unless the consumer released it.
     #[inline]
-    pub(crate) fn reclaim_tail(&mut self, parked: ParkedWriter) -> Option<Writer> {
+    pub(crate) fn reclaim_tail(&mut self, parked: ParkedWriter) -> Option<(Writer, usize)> {
         self.shared.parked_tail.reclaim(parked)
     }
 

@@ -67,6 +67,11 @@ pub struct PipeWriter {
     pool: Pool,
     min_segment_size: usize,
     buf: WriteBuf,
+    /// References to the write buffer's block counted in advance for its seals
+    /// (`block::Writer::seal_with_credits`): one read-modify-write per batch of flushes, not per
+    /// flush. Only while `buf` is `Active` (`Parked` carries them in the parking slot); given back
+    /// whenever the buffer goes ([`drop_buf`](Self::drop_buf)).
+    seal_credits: usize,
     /// Bytes of the last `buffer_mut` slice not yet committed by `advance`.
     handed_out: usize,
     /// Bytes published so far (the writer is the only one changing that count).
@@ -107,6 +112,7 @@ impl PipeWriter {
             pool,
             min_segment_size,
             buf: WriteBuf::None,
+            seal_credits: 0,
             handed_out: 0,
             published: 0,
             paused: false,
@@ -154,7 +160,7 @@ impl PipeWriter {
                 matches!(&self.buf, WriteBuf::Active(b) if bytes::BufMut::remaining_mut(b) >= need);
             if !fits {
                 self.seal_buf();
-                self.buf = WriteBuf::None;
+                self.drop_buf();
                 if !self.check_reader_done() {
                     let rented = self.pool.rent(self.rent_size(need))?;
                     self.buf = WriteBuf::Active(rented);
@@ -164,6 +170,7 @@ impl PipeWriter {
         if self.reader_done {
             // The reader is gone: rent nothing, hand out scratch space that the next call frees.
             // Requests no buffer could serve fail as they would with a live reader.
+            self.drop_buf();
             self.buf = WriteBuf::Discard(discard_scratch(need)?);
         }
         let space = match &mut self.buf {
@@ -355,7 +362,7 @@ impl PipeWriter {
             self.seal_buf();
         }
         self.unpark();
-        self.buf = WriteBuf::None;
+        self.drop_buf();
         let mut flags = DONE;
         if let Some(error) = error {
             self.state.set_writer_error(error);
@@ -517,7 +524,7 @@ impl PipeWriter {
             WriteBuf::None | WriteBuf::Parked(_) => false,
         };
         if unused {
-            self.buf = WriteBuf::None;
+            self.drop_buf();
             self.handed_out = 0;
         }
     }
@@ -575,6 +582,7 @@ impl PipeWriter {
         };
         if bytes::BufMut::remaining_mut(buf) == 0 {
             // Full: the buffer's own reference passes to the packet (no increment + decrement).
+            buf.give_back_credits(std::mem::take(&mut self.seal_credits));
             let WriteBuf::Active(buf) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
                 unreachable!("matched above")
             };
@@ -583,9 +591,19 @@ impl PipeWriter {
                 self.queue.push(buf.freeze().into());
             }
         } else if !buf.is_empty() {
-            let packet = buf.seal();
+            let packet = buf.seal_with_credits(&mut self.seal_credits);
             self.queue.push(packet.into());
         }
+    }
+
+    /// Drop the write buffer, giving back the references counted in advance for its seals.
+    #[inline]
+    fn drop_buf(&mut self) {
+        if let WriteBuf::Active(buf) = &self.buf {
+            buf.give_back_credits(std::mem::take(&mut self.seal_credits));
+        }
+        debug_assert_eq!(self.seal_credits, 0, "credits outside an active buffer");
+        self.buf = WriteBuf::None;
     }
 
     /// Publish the staged bytes; whether there were any.
@@ -636,7 +654,8 @@ impl PipeWriter {
                 unreachable!("matched above")
             };
             debug_assert!(buf.is_empty(), "sealed before parking");
-            self.buf = WriteBuf::Parked(self.queue.park_tail(buf.into_writer()));
+            let credits = std::mem::take(&mut self.seal_credits);
+            self.buf = WriteBuf::Parked(self.queue.park_tail(buf.into_writer(), credits));
             self.handed_out = 0;
         }
     }
@@ -648,8 +667,9 @@ impl PipeWriter {
             let WriteBuf::Parked(parked) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
                 unreachable!("matched above")
             };
-            if let Some(writer) = self.queue.reclaim_tail(parked) {
+            if let Some((writer, credits)) = self.queue.reclaim_tail(parked) {
                 self.buf = WriteBuf::Active(PacketBuf::from_writer(writer));
+                self.seal_credits = credits;
             }
         }
     }
@@ -697,7 +717,7 @@ impl PipeWriter {
         if !self.reader_done {
             self.reader_done = true;
             self.unpark();
-            self.buf = WriteBuf::None;
+            self.drop_buf();
             self.handed_out = 0;
             self.queue.discard_staged();
         }
