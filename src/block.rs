@@ -7,6 +7,7 @@
 //! - [`Window`]: a counted, immutable view `[data, data+len)` of a block (behind `OwnedPacket`).
 //! - [`FreeBlock`]: a block nobody references, owned by the pool (or about to be freed).
 //! - [`FreeStack`]: an intrusive LIFO of free blocks, linked through their headers.
+//! - [`ReleaseBatch`]: drops a run of windows of one block with one decrement.
 //! - [`ParkingSlot`]: where a writer parks its block's reference between writes, so the other side
 //!   can give the block back when it goes idle ([`ParkedWriter`] is what the writer keeps).
 //! - [`Shelf`]: where a thread keeps its hot pool cache, so the pool's fast rent and return reach it
@@ -634,6 +635,47 @@ impl Drop for Window {
 }
 
 // ------------------------------------------------------------------------------------------------
+
+/// Drops windows with one reference-count decrement per run of consecutive windows of one block:
+/// the pipe's reader consumes a writer's flushes of one block (a window each) many at a time.
+///
+/// A batch with a block owns `count` counted references to it (those of the windows it took).
+#[derive(Default)]
+pub(crate) struct ReleaseBatch {
+    block: Option<NonNull<Header>>,
+    count: usize,
+}
+
+impl ReleaseBatch {
+    /// Take `window`'s reference into the batch; a window of another block first releases the
+    /// batch so far.
+    #[inline]
+    pub(crate) fn add(&mut self, window: Window) {
+        let block = window.block;
+        // The window's reference passes to the batch.
+        std::mem::forget(window);
+        if self.block != Some(block) {
+            self.release();
+            self.block = Some(block);
+        }
+        self.count += 1;
+    }
+
+    /// Drop the references held, in one decrement.
+    #[inline]
+    pub(crate) fn release(&mut self) {
+        if let Some(block) = self.block.take() {
+            release_n(block, std::mem::take(&mut self.count));
+        }
+    }
+}
+
+impl Drop for ReleaseBatch {
+    #[inline]
+    fn drop(&mut self) {
+        self.release();
+    }
+}
 
 /// Where a [`Writer`] parks its counted reference between writes.
 ///

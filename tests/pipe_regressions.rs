@@ -176,6 +176,47 @@ fn a_reader_that_never_waits_leaves_the_writer_its_block() {
     assert_eq!(pool.stats().rents, 1, "1,000 bytes in one 4 KiB block");
 }
 
+/// A hundred flushes into one block, consumed in one advance, then an idle wait. The seals take
+/// their references from a batch the writer counts in advance (15 at a time), the consumed packets
+/// give theirs back together (one decrement per run of one block), and the parked block carries
+/// the unused ones: it all adds up, so the block goes home exactly once when the pipe goes idle (a
+/// second return panics in debug builds, a missing one shows as `outstanding`).
+#[test]
+fn many_flushes_of_one_block_consumed_at_once_send_it_home_exactly_once() {
+    use std::task::Context;
+    let pool = one_pool();
+    let options = PipeOptions::new().pool(pool.clone()).copy_threshold(0);
+    let (mut writer, mut reader) = pipe_with(options);
+    for i in 0..100u8 {
+        writer.write_slice(&[i; 10]).unwrap();
+        writer.flush_blocking().unwrap();
+    }
+    let expected: Vec<u8> = (0..100u8).flat_map(|i| [i; 10]).collect();
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), expected);
+    // A packet taken out by sharing (copy threshold 0) keeps the block past the batch's release.
+    let shared = reader.take_frame(10).unwrap();
+    reader.consume_all().unwrap();
+    assert_eq!(pool.stats().rents, 1, "one block for all 100 flushes");
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(reader.poll_read_buffer(&mut cx).is_pending());
+    assert_eq!(pool.stats().outstanding, 1, "the shared packet's block");
+    assert_eq!(&shared[..], &[0; 10]);
+    drop(shared);
+    assert_eq!(pool.stats().outstanding, 0, "the idle pipe holds no block");
+
+    writer.write_slice(b"next").unwrap();
+    writer.flush_blocking().unwrap();
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"next");
+    reader.consume_all().unwrap();
+    drop((writer, reader));
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.rents, stats.returns, stats.outstanding),
+        (2, 2, 0),
+        "{stats:?}"
+    );
+}
+
 /// After the reader completed, an impossible `buffer_mut` hint fails as it does with a live reader
 /// (it once grew a scratch `Vec` to the hint: a capacity-overflow panic, or an abort on a huge one).
 #[test]

@@ -230,6 +230,15 @@ impl Packet {
         Ok(Packet { repr })
     }
 
+    /// Drop this packet into `batch`: a pooled packet's reference joins the batch (one decrement
+    /// for a run of packets of one block), any other kind is dropped at once.
+    #[inline]
+    pub(crate) fn release_into(self, batch: &mut crate::block::ReleaseBatch) {
+        if let Repr::Owned(packet) = self.repr {
+            batch.add(packet.into_window());
+        }
+    }
+
     /// Drop the first `n` bytes in place (`n <= len`, checked by the caller): `Buf::advance`
     /// without its bounds message, for the pipe's per-frame consume.
     #[inline]

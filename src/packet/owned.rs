@@ -39,6 +39,12 @@ impl OwnedPacket {
         OwnedPacket { window }
     }
 
+    /// The window, with its counted reference.
+    #[inline]
+    pub(crate) fn into_window(self) -> Window {
+        self.window
+    }
+
     /// Number of bytes.
     #[inline]
     pub fn len(&self) -> usize {

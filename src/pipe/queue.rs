@@ -28,7 +28,7 @@
 
 use std::ptr;
 
-use crate::block::{ParkedWriter, ParkingSlot, Writer};
+use crate::block::{ParkedWriter, ParkingSlot, ReleaseBatch, Writer};
 use crate::packet::Packet;
 use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::sync::{Arc, UnsafeCell};
@@ -399,11 +399,13 @@ impl Consumer {
             "consume of {n} bytes with {} available",
             self.available()
         );
+        // A run of the writer's flushes into one block is one reference-count decrement.
+        let mut released = ReleaseBatch::default();
         while n > 0 {
             let front = self.front_mut();
             let len = front.len() as u64;
             if len <= n {
-                drop(self.pop_front());
+                self.pop_front().release_into(&mut released);
                 self.consumed += len;
                 n -= len;
             } else {
