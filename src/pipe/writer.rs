@@ -151,8 +151,24 @@ impl PipeWriter {
     /// ```
     #[inline]
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
-        self.check_open()?;
+        // Fast path, as in `write_slice`: the current block has room.
+        self.unpark();
         let need = size_hint.max(1);
+        if matches!(&self.buf, WriteBuf::Active(b) if bytes::BufMut::remaining_mut(b) >= need) {
+            let WriteBuf::Active(buf) = &mut self.buf else {
+                unreachable!("matched above")
+            };
+            let space = buf.spare_mut();
+            self.handed_out = space.len();
+            return Ok(space);
+        }
+        self.buffer_mut_slow(need)
+    }
+
+    /// [`buffer_mut`](Self::buffer_mut) from a new block, or checked for a closed end.
+    #[inline(never)]
+    fn buffer_mut_slow(&mut self, need: usize) -> Result<&mut [u8], Error> {
+        self.check_open()?;
         self.end_discarded_write();
         if !self.reader_done {
             self.unpark();
@@ -204,6 +220,23 @@ impl PipeWriter {
     /// is rented when the current one lacks room), so a frame written at once stays one segment.
     #[inline]
     pub fn write_slice(&mut self, data: &[u8]) -> Result<(), Error> {
+        // Fast path: the block of the last write (parked by a flush since, or still active) has
+        // room. A buffer is only active or parked while the writer is open and the reader not
+        // known to be done, so those checks are the slow path's.
+        self.unpark();
+        if let WriteBuf::Active(buf) = &mut self.buf {
+            if buf.extend_from_slice(data).is_ok() {
+                // Nothing was handed out: a later `advance` must not commit the tail.
+                self.handed_out = 0;
+                return Ok(());
+            }
+        }
+        self.write_slice_slow(data)
+    }
+
+    /// [`write_slice`](Self::write_slice) into a new block, or checked for a closed end.
+    #[inline(never)]
+    fn write_slice_slow(&mut self, data: &[u8]) -> Result<(), Error> {
         self.check_open()?;
         if data.is_empty() {
             return Ok(());
