@@ -223,12 +223,15 @@ impl PipeWriter {
         // Fast path: the block of the last write (parked by a flush since, or still active) has
         // room. A buffer is only active or parked while the writer is open and the reader not
         // known to be done, so those checks are the slow path's.
-        self.unpark();
-        if let WriteBuf::Active(buf) = &mut self.buf {
-            if buf.extend_from_slice(data).is_ok() {
-                // Nothing was handed out: a later `advance` must not commit the tail.
-                self.handed_out = 0;
-                return Ok(());
+        // (An empty write changes nothing, not even the space `buffer_mut` handed out.)
+        if !data.is_empty() {
+            self.unpark();
+            if let WriteBuf::Active(buf) = &mut self.buf {
+                if buf.extend_from_slice(data).is_ok() {
+                    // Nothing was handed out: a later `advance` must not commit the tail.
+                    self.handed_out = 0;
+                    return Ok(());
+                }
             }
         }
         self.write_slice_slow(data)
