@@ -151,24 +151,8 @@ impl PipeWriter {
     /// ```
     #[inline]
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
-        // Fast path, as in `write_slice`: the current block has room.
-        self.unpark();
-        let need = size_hint.max(1);
-        if matches!(&self.buf, WriteBuf::Active(b) if bytes::BufMut::remaining_mut(b) >= need) {
-            let WriteBuf::Active(buf) = &mut self.buf else {
-                unreachable!("matched above")
-            };
-            let space = buf.spare_mut();
-            self.handed_out = space.len();
-            return Ok(space);
-        }
-        self.buffer_mut_slow(need)
-    }
-
-    /// [`buffer_mut`](Self::buffer_mut) from a new block, or checked for a closed end.
-    #[inline(never)]
-    fn buffer_mut_slow(&mut self, need: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
+        let need = size_hint.max(1);
         self.end_discarded_write();
         if !self.reader_done {
             self.unpark();
