@@ -17,12 +17,13 @@ fn one_block_pool() -> Pool {
         .unwrap()
 }
 
-/// The writer writes "ab", flushes (parking its block), writes "cd" (reclaiming it, or renting
-/// another if the reader released it meanwhile), flushes and completes; the reader reads to the end,
-/// releasing the parked block whenever it waits. The bytes arrive in order, and every block rented
-/// goes home exactly once: a reference owned by both sides would return a block twice.
-fn reclaim_races_release_model() {
-    loom::model(|| {
+/// The writer writes each of `parts` and flushes it (parking its block, then reclaiming it at the
+/// next write, or renting another if the reader released it meanwhile), then completes; the reader
+/// reads to the end, releasing the parked block whenever it waits. The bytes arrive in order, and
+/// every block rented goes home exactly once: a reference owned by both sides would return a block
+/// twice, a lost one would stay outstanding.
+fn flushes_race_release(parts: &'static [&'static [u8]]) {
+    loom::model(move || {
         let pool = one_block_pool();
         let options = PipeOptions::new()
             .pause_threshold(0)
@@ -30,14 +31,14 @@ fn reclaim_races_release_model() {
             .pool(pool.clone());
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
-            writer.write_slice(b"ab").unwrap();
-            block_on(writer.flush_pipe()).unwrap();
-            writer.write_slice(b"cd").unwrap();
-            block_on(writer.flush_pipe()).unwrap();
+            for part in parts {
+                writer.write_slice(part).unwrap();
+                block_on(writer.flush_pipe()).unwrap();
+            }
             writer.complete();
         });
         let (got, completed) = packetpipe_loom_tests::read_to_end(&mut reader, usize::MAX);
-        assert_eq!(got, b"abcd");
+        assert_eq!(got, parts.concat());
         assert!(completed);
         producer.join().unwrap();
         drop(reader);
@@ -45,6 +46,11 @@ fn reclaim_races_release_model() {
         assert_eq!(stats.rents, stats.returns, "{stats:?}");
         assert_eq!(stats.outstanding, 0, "{stats:?}");
     });
+}
+
+/// Two flushes: "ab", then "cd" into the reclaimed (or a fresh) block.
+fn reclaim_races_release_model() {
+    flushes_race_release(&[b"ab", b"cd"]);
 }
 
 #[test]
@@ -70,29 +76,7 @@ fn mutant_racy_reclaim() {
 #[test]
 #[cfg(not(packetpipe_mutant))]
 fn seal_credits_travel_with_the_parked_block() {
-    loom::model(|| {
-        let pool = one_block_pool();
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(64)
-            .pool(pool.clone());
-        let (mut writer, mut reader) = pipe(options);
-        let producer = thread::spawn(move || {
-            for part in [b"ab", b"cd", b"ef"] {
-                writer.write_slice(part).unwrap();
-                block_on(writer.flush_pipe()).unwrap();
-            }
-            writer.complete();
-        });
-        let (got, completed) = packetpipe_loom_tests::read_to_end(&mut reader, usize::MAX);
-        assert_eq!(got, b"abcdef");
-        assert!(completed);
-        producer.join().unwrap();
-        drop(reader);
-        let stats = pool.stats();
-        assert_eq!(stats.rents, stats.returns, "{stats:?}");
-        assert_eq!(stats.outstanding, 0, "{stats:?}");
-    });
+    flushes_race_release(&[b"ab", b"cd", b"ef"]);
 }
 
 /// The reader completes (releasing the parked block and everything unconsumed) while the writer
