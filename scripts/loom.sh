@@ -36,6 +36,7 @@ mutants=(
     "stale_waker dropped_futures"
     "short_read_at_least read_at_least_end"
     "take_frame_no_wake take_frame_cycles"
+    "stale_no_wake take_frame_cycles"
     "close_check_unlocked pool_close"
     "done_flag_first reader_completed"
 )

@@ -100,6 +100,10 @@ pub struct PipeReader {
     examined: u64,
     /// Furthest examined position, shared with the writer for backpressure.
     examined_max: u64,
+    /// Examined positions up to this one cannot lift the writer's pause: the last wake check saw
+    /// the writer still bound to wait with this position + the resume threshold published, and its
+    /// published count only grows. Spares a paused writer's reader the check on every frame.
+    no_wake_up_to: u64,
     /// Length of the buffer handed out by the last read (less frames taken since); `None` when
     /// there is no read to advance in.
     last_len: Option<u64>,
@@ -130,6 +134,7 @@ impl PipeReader {
             copy_threshold,
             examined: 0,
             examined_max: 0,
+            no_wake_up_to: 0,
             last_len: None,
             writer_flags: 0,
             last_status: (false, false),
@@ -660,19 +665,34 @@ impl PipeReader {
         }
         self.examined_max = position;
         self.state.reader.store(position, Ordering::SeqCst);
-        if self.state.waits.writer.is_waiting() {
+        // MUTANT stale_no_wake (test-only, `--cfg packetpipe_mutant="stale_no_wake"`): the check
+        // is skipped up to the published count itself, past the point where the writer resumes.
+        if position > self.no_wake_up_to && self.state.waits.writer.is_waiting() {
             self.wake_paused_writer();
         }
     }
 
-    /// The writer waits: wake it if the examined position just shared lifts its pause.
+    /// The writer waits: wake it if the examined position just shared lifts its pause. If not,
+    /// note how far this reader can go before a check can come out differently.
     #[cold]
     #[inline(never)]
-    fn wake_paused_writer(&self) {
+    fn wake_paused_writer(&mut self) {
         let published = self.queue.published_bytes();
         let reader = self.state.reader.load(Ordering::SeqCst);
         if !self.state.must_wait(reader, published, true) {
             self.state.waits.writer.wake();
+        } else {
+            // `must_wait` held: `published - position >= resume threshold` (DONE unset, a lifting
+            // target not above `published`). For a later position up to `published - resume`, and
+            // any published count from `published` on, it still holds: no wake is due. Only this
+            // reader lifts (and wakes at once when it does) or completes, so nothing else changes
+            // the answer.
+            let slack = if cfg!(packetpipe_mutant = "stale_no_wake") {
+                0
+            } else {
+                self.state.progress.resume_threshold
+            };
+            self.no_wake_up_to = published.saturating_sub(slack);
         }
     }
 
