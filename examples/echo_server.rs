@@ -18,7 +18,8 @@ use packetpipe::frame::{FrameError, FrameWriter, Frames, LengthDelimited};
 use ready_probe::ReadyProbe;
 use tokio::net::{TcpListener, TcpStream};
 
-/// Echo every frame `socket` sends until it closes: the socket's pumps and the echo, in one task.
+/// Echo every frame `socket` sends until it closes: the socket's pumps and the echo, in one task
+/// (`io::join`: a wake of one by the other is a second pass of the same poll).
 pub async fn serve(socket: TcpStream) -> Result<(), FrameError> {
     let _ = socket.set_nodelay(true);
     let (app, connection) = packetpipe::io::tokio::connection(ReadyProbe(socket));
@@ -32,7 +33,7 @@ pub async fn serve(socket: TcpStream) -> Result<(), FrameError> {
         out.into_inner().complete(); // the client is done: so are we
         Ok(())
     };
-    tokio::join!(connection, echo).1
+    packetpipe::io::join(connection, echo).await.1
 }
 
 fn main() -> std::io::Result<()> {

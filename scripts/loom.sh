@@ -37,6 +37,8 @@ mutants=(
     "short_read_at_least read_at_least_end"
     "take_frame_no_wake take_frame_cycles"
     "stale_no_wake take_frame_cycles"
+    "join_no_recheck join"
+    "join_wake_no_forward join"
     "close_check_unlocked pool_close"
     "done_flag_first reader_completed"
 )

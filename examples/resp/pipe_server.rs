@@ -69,7 +69,8 @@ pub fn connection_options() -> ConnectionOptions {
         .max_write_segments(64)
 }
 
-/// Serve one client: the duplex connection and the session, joined in one task.
+/// Serve one client: the duplex connection and the session, joined in one task (`io::join`: a
+/// wake of one by the other is served in the same poll).
 pub async fn serve(socket: TcpStream, store: Shared<PacketChain>, config: Config) {
     let _ = socket.set_nodelay(true);
     let socket = ReadyProbe(socket);
@@ -79,7 +80,7 @@ pub async fn serve(socket: TcpStream, store: Shared<PacketChain>, config: Config
         requests: Frames::new(reader, RespDecoder::new(config)),
         out: PipeOut::new(writer),
     };
-    let _ = tokio::join!(connection, session::run(transport, store));
+    let _ = packetpipe::io::join(connection, session::run(transport, store)).await;
 }
 
 /// The decoder: one [`PipeBatch`] of every complete request in the pipe.

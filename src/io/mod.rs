@@ -65,6 +65,7 @@ mod drain;
 mod fill;
 #[cfg(feature = "futures-io")]
 pub mod futures;
+mod join;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
@@ -88,3 +89,4 @@ pub enum Tokio {}
 pub enum FuturesIo {}
 pub use drain::{drain_blocking, DEFAULT_MAX_WRITE_SEGMENTS, MAX_WRITE_SEGMENTS};
 pub use fill::fill_blocking;
+pub use join::{join, Join};

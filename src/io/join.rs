@@ -1,0 +1,209 @@
+//! Run a connection future and its application in one task, passing wakes between them in place.
+//!
+//! Bytes cross the task twice per request: the reading pump's flush wakes the application, whose
+//! flush wakes the writing pump. Under `tokio::join!` each of those wakes is the task waking
+//! itself, so the executor queues it and polls it again, once per hop. [`join`] polls both futures
+//! with a waker of its own instead: a wake that happens while it is polling them is a second pass of
+//! this poll; a wake from anywhere else (the socket's readiness, another task) goes to the task's
+//! waker as usual.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use crate::sync::{lock, Mutex};
+
+/// Passes over the futures in one poll before yielding to the executor (the task's waker is woken
+/// then, so it comes back): bounds the time one poll can take when they keep waking each other, as
+/// the executor's own budget would.
+const MAX_PASSES: usize = 8;
+
+const A: u8 = 1;
+const B: u8 = 2;
+
+/// Poll `a` and `b` together until both are done, like `tokio::join!` or `futures::join!`, with
+/// the outputs in a tuple. Made for a duplex connection and its application (`join(connection,
+/// app)`), whose wakes of each other it turns into passes of one poll.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// let produce = async move {
+///     writer.write_slice(b"ping").unwrap();
+///     writer.flush_pipe().await.unwrap();
+/// };
+/// let consume = async move {
+///     let read = reader.read_buffer().await.unwrap();
+///     read.buffer().to_vec()
+/// };
+/// let ((), bytes) = packetpipe::io::join(produce, consume).await;
+/// assert_eq!(bytes, b"ping");
+/// # }
+/// ```
+pub fn join<A: Future, B: Future>(a: A, b: B) -> Join<A, B> {
+    Join {
+        a,
+        b,
+        a_output: None,
+        b_output: None,
+        wakers: None,
+        task: None,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Future of [`join`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Join<A: Future, B: Future> {
+        #[pin]
+        a: A,
+        #[pin]
+        b: B,
+        a_output: Option<A::Output>,
+        b_output: Option<B::Output>,
+        // Made at the first poll (three allocations per join): the state the wakers share, and a
+        // waker per future.
+        wakers: Option<(Arc<Relay>, Waker, Waker)>,
+        // The task's waker last handed to the relay, to compare without taking its lock.
+        task: Option<Waker>,
+    }
+}
+
+impl<A: Future, B: Future> std::fmt::Debug for Join<A, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Join")
+            .field("a_done", &self.a_output.is_some())
+            .field("b_done", &self.b_output.is_some())
+            .finish()
+    }
+}
+
+/// What the two wakers share.
+///
+/// Protocol (a Dekker handshake on SeqCst operations, as in `pipe::wait`):
+/// - the poller sets `polling`; before each pass it takes (swaps out) the bits in `woken` and
+///   polls the futures they name; after the last pass it clears `polling`, then loads `woken` and
+///   wakes the task if a bit is set;
+/// - a wake sets its future's bit in `woken`, then loads `polling`, and wakes the task only if it
+///   is clear.
+///
+/// In the single order of SeqCst operations either the wake's bit comes before the poller's final
+/// load (the poller sees it: another pass, or the task's waker), or the poller's `polling = false`
+/// comes before the wake's load (the wake goes to the task). A wake is never lost; at worst the
+/// task is woken once for nothing.
+#[derive(Default)]
+struct Relay {
+    polling: AtomicBool,
+    woken: AtomicU8,
+    task: Mutex<Option<Waker>>,
+}
+
+impl Relay {
+    fn wake(&self, bit: u8) {
+        // MUTANT join_wake_no_forward (test-only, `--cfg packetpipe_mutant="join_wake_no_forward"`):
+        // a wake from outside the poll is only noted, never sent to the task.
+        self.woken.fetch_or(bit, Ordering::SeqCst);
+        crate::sync::loom_seq_cst_point();
+        if !self.polling.load(Ordering::SeqCst) && !cfg!(packetpipe_mutant = "join_wake_no_forward")
+        {
+            if let Some(task) = &*lock(&self.task) {
+                task.wake_by_ref();
+            }
+        }
+    }
+}
+
+/// The waker one of the two futures is polled with.
+struct BranchWaker {
+    relay: Arc<Relay>,
+    bit: u8,
+}
+
+impl Wake for BranchWaker {
+    fn wake(self: Arc<Self>) {
+        self.relay.wake(self.bit);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.relay.wake(self.bit);
+    }
+}
+
+impl<A: Future, B: Future> Future for Join<A, B> {
+    type Output = (A::Output, B::Output);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let (relay, waker_a, waker_b) = this.wakers.get_or_insert_with(|| {
+            let relay = Arc::new(Relay::default());
+            let branch = |bit| {
+                Waker::from(Arc::new(BranchWaker {
+                    relay: relay.clone(),
+                    bit,
+                }))
+            };
+            let (a, b) = (branch(A), branch(B));
+            (relay, a, b)
+        });
+        if !this.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            *this.task = Some(cx.waker().clone());
+            *lock(&relay.task) = Some(cx.waker().clone());
+        }
+        relay.polling.store(true, Ordering::SeqCst);
+        // Polled by the executor: poll both (why the task was woken is not known here). Then,
+        // before each future's poll, take the wakes noted so far: the wakes for it are served by
+        // that poll (the one `a` makes of `b` in the same pass included), the others carry on.
+        let mut due = A | B;
+        for _ in 0..MAX_PASSES {
+            due |= relay.woken.swap(0, Ordering::SeqCst);
+            if due & A != 0 && this.a_output.is_none() {
+                due &= !A;
+                if let Poll::Ready(output) = this.a.as_mut().poll(&mut Context::from_waker(waker_a))
+                {
+                    *this.a_output = Some(output);
+                }
+            }
+            due |= relay.woken.swap(0, Ordering::SeqCst);
+            if due & B != 0 && this.b_output.is_none() {
+                due &= !B;
+                if let Poll::Ready(output) = this.b.as_mut().poll(&mut Context::from_waker(waker_b))
+                {
+                    *this.b_output = Some(output);
+                }
+            }
+            if this.a_output.is_some() && this.b_output.is_some() {
+                relay.polling.store(false, Ordering::SeqCst);
+                let a = this.a_output.take().expect("checked");
+                let b = this.b_output.take().expect("checked");
+                return Poll::Ready((a, b));
+            }
+            // Woken during the pass (`b` waking `a`, typically): another pass for those.
+            due |= relay.woken.swap(0, Ordering::SeqCst);
+            // A finished future's wakes need no pass.
+            if this.a_output.is_some() {
+                due &= !A;
+            }
+            if this.b_output.is_some() {
+                due &= !B;
+            }
+            if due == 0 {
+                break;
+            }
+        }
+        relay.polling.store(false, Ordering::SeqCst);
+        crate::sync::loom_seq_cst_point();
+        // MUTANT join_no_recheck (test-only, `--cfg packetpipe_mutant="join_no_recheck"`): a wake
+        // that came after the last pass and saw `polling` still set is lost.
+        let late =
+            !cfg!(packetpipe_mutant = "join_no_recheck") && relay.woken.load(Ordering::SeqCst) != 0;
+        if due != 0 || late {
+            // Passes ran out, or a wake came after the last pass: back through the executor, which
+            // polls both again.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
