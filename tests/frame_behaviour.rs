@@ -509,3 +509,89 @@ fn chains_share_a_large_frame_that_spans_segments() {
     let chunks: Vec<usize> = read.buffer().chunks().map(<[u8]>::len).collect();
     assert_eq!(chunks, [4, 6000, 6000]);
 }
+
+/// A stream that plays a script: `Some(frame)` is yielded, `None` is one `Pending` (the waker is
+/// kept); past the end it stays pending. Counts its polls.
+struct Script {
+    steps: std::collections::VecDeque<Option<&'static [u8]>>,
+    polls: usize,
+    waker: Option<Waker>,
+}
+
+impl Script {
+    fn new(steps: &[Option<&'static [u8]>]) -> Script {
+        Script {
+            steps: steps.iter().copied().collect(),
+            polls: 0,
+            waker: None,
+        }
+    }
+}
+
+impl futures::Stream for Script {
+    type Item = Result<Packet, FrameError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.polls += 1;
+        match self.steps.pop_front() {
+            Some(Some(frame)) => Poll::Ready(Some(Ok(Packet::from_static(frame)))),
+            _ => {
+                self.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+fn noop_context_waker() -> Waker {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    Waker::from(Arc::new(Noop))
+}
+
+#[test]
+fn forward_flushes_a_burst_without_polling_the_stream_again() {
+    let waker = noop_context_waker();
+    let mut cx = Context::from_waker(&waker);
+    let (writer, mut outbound) = pipe();
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    let mut stream = Script::new(&[Some(b"one"), None, Some(b"two")]);
+    assert!(pin!(out.forward(&mut stream)).poll(&mut cx).is_pending());
+    // The frame, then `Pending` (its waker registered): the burst is flushed and that is all.
+    assert_eq!(stream.polls, 2);
+    let len = outbound.try_read().unwrap().unwrap().buffer().len();
+    assert_eq!(len, 7);
+    outbound.advance_to(len, len).unwrap();
+    // Woken: the next poll takes the next frame.
+    assert!(stream.waker.take().is_some());
+    assert!(pin!(out.forward(&mut stream)).poll(&mut cx).is_pending());
+    assert_eq!(
+        outbound.try_read().unwrap().unwrap().buffer().to_vec(),
+        b"\0\0\0\x03two"
+    );
+}
+
+#[test]
+fn forward_polls_the_stream_after_a_flush_that_waited() {
+    // The flush pauses (threshold 4 bytes), the stream's wake comes while it waits; once the
+    // flush goes through in a later poll, the stream must be polled again (its wake is spent).
+    let waker = noop_context_waker();
+    let mut cx = Context::from_waker(&waker);
+    let (writer, mut outbound) =
+        pipe_with(PipeOptions::new().pause_threshold(4).resume_threshold(1));
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    let mut stream = Script::new(&[Some(b"one"), None, Some(b"two")]);
+    let mut forward = pin!(out.forward(&mut stream));
+    assert!(forward.as_mut().poll(&mut cx).is_pending()); // flush paused
+    let len = outbound.try_read().unwrap().unwrap().buffer().len();
+    assert_eq!(len, 7);
+    outbound.advance_to(len, len).unwrap(); // resumes the flush
+    assert!(forward.as_mut().poll(&mut cx).is_pending());
+    let read = outbound
+        .try_read()
+        .unwrap()
+        .expect("the second frame was forwarded");
+    assert_eq!(read.buffer().to_vec(), b"\0\0\0\x03two");
+}

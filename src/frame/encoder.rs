@@ -414,6 +414,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        // The stream answered `Pending` in this poll: its waker is registered, so once the burst
+        // is flushed there is nothing to do until it wakes us (polling it again would only
+        // register again).
+        let mut stream_pending = false;
         loop {
             if *this.flushing {
                 if ready!(poll_flush_step::<E::Error>(
@@ -426,6 +430,9 @@ where
                     return Poll::Ready(Ok(()));
                 }
                 *this.flushing = false;
+                if stream_pending {
+                    return Poll::Pending;
+                }
             }
             match this.stream.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(item))) => {
@@ -444,6 +451,7 @@ where
                     }
                     // Nothing more ready: publish the burst staged so far.
                     *this.flushing = true;
+                    stream_pending = true;
                 }
             }
         }
