@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# User-space instructions per echoed message of the echo servers (issue 9): packetpipe's
+# (examples/echo_server.rs) against tokio-util's `Framed` + `forward`, each alone in a process under
+# valgrind's callgrind, loaded by examples/echo_count.rs over loopback.
+#
+#   bash scripts/echo_instructions.sh [CONNECTIONS] [OUTSTANDING] [MESSAGES]   # default 16 1 2000
+#
+# Each server runs twice, for MESSAGES and 3 x MESSAGES per connection; instructions per message
+# are (count(3M) - count(M)) / (2M x CONNECTIONS), which cancels start-up and teardown. Counts do
+# not depend on the machine's load, but they do depend on how the messages batch into reads, which
+# valgrind's slowdown changes: compare the two servers of one run, not runs at other settings.
+# Kernel work (the system calls, the same for both) is not counted. Takes about a minute.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install -y valgrind)"; exit 2; }
+
+connections=${1:-16}
+outstanding=${2:-1}
+messages=${3:-2000}
+cargo build --release --features tokio --example echo_count -q
+exe=target/release/examples/echo_count
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+count() { # kind messages -> instructions of the server process
+    local kind=$1 m=$2 port
+    port=$((20000 + RANDOM % 20000))
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$exe" serve "$kind" "127.0.0.1:$port" \
+        >"$log/server" 2>&1 &
+    local server=$!
+    for _ in $(seq 300); do grep -q listening "$log/server" && break; sleep 0.1; done
+    grep -q listening "$log/server" || { echo "the $kind server did not start"; cat "$log/server"; exit 1; }
+    "$exe" client "127.0.0.1:$port" "$connections" "$outstanding" "$m" >/dev/null
+    kill -TERM "$server"
+    wait "$server" 2>/dev/null || true
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$log/server"
+}
+
+echo "echo servers, $connections connections x $outstanding outstanding, 64-byte messages"
+printf '%-12s %14s\n' server "instructions/message"
+for kind in packetpipe forward; do
+    low=$(count "$kind" "$messages")
+    high=$(count "$kind" $((3 * messages)))
+    printf '%-12s %14d\n' "$kind" $(((high - low) / (2 * messages * connections)))
+done
