@@ -83,6 +83,10 @@ fn main() {
         ["client", addr, connections, outstanding, messages] => {
             let parse = |v: &str| v.parse::<usize>().expect("a number");
             let (c, k, m) = (parse(connections), parse(outstanding), parse(messages));
+            if k == 0 {
+                eprintln!("OUTSTANDING must be at least 1");
+                std::process::exit(2);
+            }
             let echoed: usize = runtime.block_on(async {
                 let clients: Vec<_> = (0..c)
                     .map(|_| tokio::spawn(client(addr.to_string(), k, m)))

@@ -11,8 +11,9 @@
 # valgrind's slowdown changes: compare the two servers of one run, not runs at other settings.
 # Kernel work (the system calls, the same for both) is not counted. Takes about a minute.
 set -euo pipefail
+shopt -s inherit_errexit # a failed client inside $(count ...) stops the script
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install -y valgrind)"; exit 2; }
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install -y valgrind)" >&2; exit 2; }
 
 connections=${1:-16}
 outstanding=${2:-1}
@@ -22,17 +23,25 @@ exe=target/release/examples/echo_count
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
-count() { # kind messages -> instructions of the server process
-    local kind=$1 m=$2 port
-    port=$((20000 + RANDOM % 20000))
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$exe" serve "$kind" "127.0.0.1:$port" \
+count() { # kind messages -> instructions of the server process (runs in a subshell)
+    local kind=$1 m=$2 addr server
+    # Port 0: the server picks a free port and prints it.
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$exe" serve "$kind" 127.0.0.1:0 \
         >"$log/server" 2>&1 &
-    local server=$!
+    server=$!
+    # The server never exits by itself: stop it however this subshell ends.
+    trap "kill $server 2>/dev/null" EXIT # the PID expanded now: \$server is local
     for _ in $(seq 300); do grep -q listening "$log/server" && break; sleep 0.1; done
-    grep -q listening "$log/server" || { echo "the $kind server did not start"; cat "$log/server"; exit 1; }
-    "$exe" client "127.0.0.1:$port" "$connections" "$outstanding" "$m" >/dev/null
+    addr=$(sed -n 's/^listening on //p' "$log/server")
+    if [[ -z "$addr" ]]; then
+        echo "the $kind server did not start:" >&2
+        cat "$log/server" >&2
+        exit 1
+    fi
+    "$exe" client "$addr" "$connections" "$outstanding" "$m" >/dev/null
     kill -TERM "$server"
     wait "$server" 2>/dev/null || true
+    trap - EXIT
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$log/server"
 }
 

@@ -199,3 +199,46 @@ fn the_echo_runs_over_a_real_socket() {
         server.await.unwrap();
     });
 }
+
+#[test]
+fn after_a_panic_in_a_poll_wakes_from_outside_reach_the_task_again() {
+    let saved: Arc<std::sync::Mutex<Option<Waker>>> = Default::default();
+    let mut first = true;
+    let a = {
+        let saved = saved.clone();
+        poll_fn(move |cx| {
+            *saved.lock().unwrap() = Some(cx.waker().clone());
+            if std::mem::take(&mut first) {
+                panic!("a poll that panics");
+            }
+            Poll::<()>::Pending
+        })
+    };
+    let b = poll_fn(|_| Poll::<()>::Pending);
+    let (count, waker) = counting_waker();
+    let mut joined = Box::pin(join(a, b));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = joined.as_mut().poll(&mut Context::from_waker(&waker));
+    }));
+    assert!(caught.is_err());
+    let a_waker = saved
+        .lock()
+        .unwrap()
+        .take()
+        .expect("registered before the panic");
+    a_waker.wake();
+    assert_eq!(count.0.load(Ordering::SeqCst), 1, "forwarded to the task");
+}
+
+#[test]
+#[should_panic(expected = "io::join polled after it completed")]
+fn polling_after_completion_panics_with_a_clear_message() {
+    let (_, waker) = counting_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut joined = pin!(join(
+        poll_fn(|_| Poll::Ready(1)),
+        poll_fn(|_| Poll::Ready(2))
+    ));
+    assert_eq!(joined.as_mut().poll(&mut cx), Poll::Ready((1, 2)));
+    let _ = joined.as_mut().poll(&mut cx);
+}

@@ -27,6 +27,10 @@ const B: u8 = 2;
 /// the outputs in a tuple. Made for a duplex connection and its application (`join(connection,
 /// app)`), whose wakes of each other it turns into passes of one poll.
 ///
+/// In every pass `a` is polled before `b` (no rotation, unlike `tokio::join!`): put the side
+/// whose output the other consumes first, the connection before the application. A finished
+/// future is not polled again; the join itself panics if polled after it returned `Ready`.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -51,6 +55,7 @@ pub fn join<A: Future, B: Future>(a: A, b: B) -> Join<A, B> {
         b_output: None,
         wakers: None,
         task: None,
+        done: false,
     }
 }
 
@@ -69,14 +74,16 @@ pin_project_lite::pin_project! {
         wakers: Option<(Arc<Relay>, Waker, Waker)>,
         // The task's waker last handed to the relay, to compare without taking its lock.
         task: Option<Waker>,
+        // Both outputs were returned.
+        done: bool,
     }
 }
 
 impl<A: Future, B: Future> std::fmt::Debug for Join<A, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Join")
-            .field("a_done", &self.a_output.is_some())
-            .field("b_done", &self.b_output.is_some())
+            .field("a_done", &(self.done || self.a_output.is_some()))
+            .field("b_done", &(self.done || self.b_output.is_some()))
             .finish()
     }
 }
@@ -109,9 +116,36 @@ impl Relay {
         crate::sync::loom_seq_cst_point();
         if !self.polling.load(Ordering::SeqCst) && !cfg!(packetpipe_mutant = "join_wake_no_forward")
         {
-            if let Some(task) = &*lock(&self.task) {
-                task.wake_by_ref();
+            // Woken outside the lock: an executor that polls at once on a wake must not find it
+            // held (the poll takes it to hand over a new task waker).
+            let task = lock(&self.task).clone();
+            if let Some(task) = task {
+                task.wake();
             }
+        }
+    }
+}
+
+/// Ends a poll's passes on every exit, a panic in a future's poll included (so that later wakes
+/// from outside go to the task again): clears `polling`, then wakes the task if a wake came after
+/// the last pass or the passes ran out with wakes pending.
+struct EndOfPoll<'a> {
+    relay: &'a Relay,
+    task: &'a Waker,
+    passes_ran_out: bool,
+}
+
+impl Drop for EndOfPoll<'_> {
+    fn drop(&mut self) {
+        self.relay.polling.store(false, Ordering::SeqCst);
+        crate::sync::loom_seq_cst_point();
+        // MUTANT join_no_recheck (test-only, `--cfg packetpipe_mutant="join_no_recheck"`): a wake
+        // that came after the last pass and saw `polling` still set is lost.
+        let late = !cfg!(packetpipe_mutant = "join_no_recheck")
+            && self.relay.woken.load(Ordering::SeqCst) != 0;
+        if self.passes_ran_out || late {
+            // Back through the executor, which polls both again.
+            self.task.wake_by_ref();
         }
     }
 }
@@ -137,6 +171,7 @@ impl<A: Future, B: Future> Future for Join<A, B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        assert!(!*this.done, "io::join polled after it completed");
         let (relay, waker_a, waker_b) = this.wakers.get_or_insert_with(|| {
             let relay = Arc::new(Relay::default());
             let branch = |bit| {
@@ -153,6 +188,11 @@ impl<A: Future, B: Future> Future for Join<A, B> {
             *lock(&relay.task) = Some(cx.waker().clone());
         }
         relay.polling.store(true, Ordering::SeqCst);
+        let mut end = EndOfPoll {
+            relay,
+            task: cx.waker(),
+            passes_ran_out: false,
+        };
         // Polled by the executor: poll both (why the task was woken is not known here). Then,
         // before each future's poll, take the wakes noted so far: the wakes for it are served by
         // that poll (the one `a` makes of `b` in the same pass included), the others carry on.
@@ -175,7 +215,7 @@ impl<A: Future, B: Future> Future for Join<A, B> {
                 }
             }
             if this.a_output.is_some() && this.b_output.is_some() {
-                relay.polling.store(false, Ordering::SeqCst);
+                *this.done = true;
                 let a = this.a_output.take().expect("checked");
                 let b = this.b_output.take().expect("checked");
                 return Poll::Ready((a, b));
@@ -193,17 +233,7 @@ impl<A: Future, B: Future> Future for Join<A, B> {
                 break;
             }
         }
-        relay.polling.store(false, Ordering::SeqCst);
-        crate::sync::loom_seq_cst_point();
-        // MUTANT join_no_recheck (test-only, `--cfg packetpipe_mutant="join_no_recheck"`): a wake
-        // that came after the last pass and saw `polling` still set is lost.
-        let late =
-            !cfg!(packetpipe_mutant = "join_no_recheck") && relay.woken.load(Ordering::SeqCst) != 0;
-        if due != 0 || late {
-            // Passes ran out, or a wake came after the last pass: back through the executor, which
-            // polls both again.
-            cx.waker().wake_by_ref();
-        }
+        end.passes_ran_out = due != 0;
         Poll::Pending
     }
 }
