@@ -665,8 +665,6 @@ impl PipeReader {
         }
         self.examined_max = position;
         self.state.reader.store(position, Ordering::SeqCst);
-        // MUTANT stale_no_wake (test-only, `--cfg packetpipe_mutant="stale_no_wake"`): the check
-        // is skipped up to the published count itself, past the point where the writer resumes.
         if position > self.no_wake_up_to && self.state.waits.writer.is_waiting() {
             self.wake_paused_writer();
         }
@@ -687,6 +685,8 @@ impl PipeReader {
             // any published count from `published` on, it still holds: no wake is due. Only this
             // reader lifts (and wakes at once when it does) or completes, so nothing else changes
             // the answer.
+            // MUTANT stale_no_wake (test-only, `--cfg packetpipe_mutant="stale_no_wake"`): skip up
+            // to the published count itself, past the point where the writer resumes.
             let slack = if cfg!(packetpipe_mutant = "stale_no_wake") {
                 0
             } else {
