@@ -8,6 +8,7 @@
 //! | fill a writer from a source | [`fill_blocking`] | [`tokio::fill`] | [`futures::fill`] |
 //! | drain a reader into a sink | [`drain_blocking`] | [`tokio::drain`] | [`futures::drain`] |
 //! | duplex connection | | [`tokio::connection`] | [`futures::connection`] |
+//! | a connection and its application in one task | [`join`] | | |
 //!
 //! # Which `read`, `write`, `flush`?
 //!
@@ -32,7 +33,10 @@
 //! # The duplex connection
 //!
 //! `connection(stream)` (in [`tokio`] or [`futures`]) gives the application a [`DuplexPipe`] and
-//! the caller one future that runs both pumps; the library never spawns. How the ends propagate:
+//! the caller one future that runs both pumps; the library never spawns. Run it with the
+//! application in one task with [`join`]: their wakes of each other (the fill pump's flush wakes
+//! the application, the application's flush wakes the drain pump) then cost a pass of the same
+//! poll instead of a trip through the executor. How the ends propagate:
 //!
 //! | event | effect |
 //! |---|---|
