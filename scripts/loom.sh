@@ -59,7 +59,10 @@ for entry in "${mutants[@]}"; do
     t0=$SECONDS
     echo "=== mutant $name (expect loom-tests/tests/$file.rs::mutant_$name to catch it)"
     log="$(mktemp)"
-    if RUSTFLAGS="--cfg packetpipe_loom --cfg packetpipe_mutant=\"$name\"" \
+    # The bare `packetpipe_mutant` too: the models' `#[cfg(not(packetpipe_mutant))]` tests only
+    # the name, which `packetpipe_mutant="..."` alone does not set, so without it every mutant
+    # build would also build the suite's models (kept from running only by `--exact`).
+    if RUSTFLAGS="--cfg packetpipe_loom --cfg packetpipe_mutant --cfg packetpipe_mutant=\"$name\"" \
         CARGO_TARGET_DIR="$root/mutant-$name" \
         cargo test --profile loom -p packetpipe-loom-tests --test "$file" -- --exact "mutant_$name" \
         >"$log" 2>&1 && grep -q "^test mutant_$name - should panic ... ok$" "$log"; then
