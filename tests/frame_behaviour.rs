@@ -543,18 +543,9 @@ impl futures::Stream for Script {
     }
 }
 
-fn noop_context_waker() -> Waker {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    Waker::from(Arc::new(Noop))
-}
-
 #[test]
 fn forward_flushes_a_burst_without_polling_the_stream_again() {
-    let waker = noop_context_waker();
-    let mut cx = Context::from_waker(&waker);
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     let (writer, mut outbound) = pipe();
     let mut out = FrameWriter::new(writer, LengthDelimited::new());
     let mut stream = Script::new(&[Some(b"one"), None, Some(b"two")]);
@@ -577,8 +568,7 @@ fn forward_flushes_a_burst_without_polling_the_stream_again() {
 fn forward_polls_the_stream_after_a_flush_that_waited() {
     // The flush pauses (threshold 4 bytes), the stream's wake comes while it waits; once the
     // flush goes through in a later poll, the stream must be polled again (its wake is spent).
-    let waker = noop_context_waker();
-    let mut cx = Context::from_waker(&waker);
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     let (writer, mut outbound) =
         pipe_with(PipeOptions::new().pause_threshold(4).resume_threshold(1));
     let mut out = FrameWriter::new(writer, LengthDelimited::new());

@@ -31,6 +31,11 @@ const B: u8 = 2;
 /// whose output the other consumes first, the connection before the application. A finished
 /// future is not polled again; the join itself panics if polled after it returned `Ready`.
 ///
+/// Cancel safety: as cancel safe as `a` and `b` are. Dropping the join drops both futures where
+/// they stand (and the output of one that finished first); it holds nothing of its own beyond
+/// their wakers. For `join(connection, app)` that is the connection's drop: both pipes complete
+/// with `ConnectionAborted`.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -199,41 +204,51 @@ impl<A: Future, B: Future> Future for Join<A, B> {
         let mut due = A | B;
         for _ in 0..MAX_PASSES {
             due |= relay.woken.swap(0, Ordering::SeqCst);
-            if due & A != 0 && this.a_output.is_none() {
-                due &= !A;
-                if let Poll::Ready(output) = this.a.as_mut().poll(&mut Context::from_waker(waker_a))
-                {
-                    *this.a_output = Some(output);
-                }
-            }
+            poll_if_due(this.a.as_mut(), this.a_output, &mut due, A, waker_a);
             due |= relay.woken.swap(0, Ordering::SeqCst);
-            if due & B != 0 && this.b_output.is_none() {
-                due &= !B;
-                if let Poll::Ready(output) = this.b.as_mut().poll(&mut Context::from_waker(waker_b))
-                {
-                    *this.b_output = Some(output);
-                }
-            }
+            poll_if_due(this.b.as_mut(), this.b_output, &mut due, B, waker_b);
             if this.a_output.is_some() && this.b_output.is_some() {
                 *this.done = true;
                 let a = this.a_output.take().expect("checked");
                 let b = this.b_output.take().expect("checked");
                 return Poll::Ready((a, b));
             }
-            // Woken during the pass (`b` waking `a`, typically): another pass for those.
+            // Woken during the pass (`b` waking `a`, typically): another pass for those; a
+            // finished future's wakes need none.
             due |= relay.woken.swap(0, Ordering::SeqCst);
-            // A finished future's wakes need no pass.
-            if this.a_output.is_some() {
-                due &= !A;
-            }
-            if this.b_output.is_some() {
-                due &= !B;
-            }
+            due &= unfinished(this.a_output, A) | unfinished(this.b_output, B);
             if due == 0 {
                 break;
             }
         }
         end.passes_ran_out = due != 0;
         Poll::Pending
+    }
+}
+
+/// Poll `future` with `waker` if `due` names it (clearing its bit) and it has not finished; keep
+/// its output.
+fn poll_if_due<F: Future>(
+    future: Pin<&mut F>,
+    output: &mut Option<F::Output>,
+    due: &mut u8,
+    bit: u8,
+    waker: &Waker,
+) {
+    if *due & bit == 0 || output.is_some() {
+        return;
+    }
+    *due &= !bit;
+    if let Poll::Ready(done) = future.poll(&mut Context::from_waker(waker)) {
+        *output = Some(done);
+    }
+}
+
+/// `bit` while the future whose output this is has not finished, else nothing.
+fn unfinished<T>(output: &Option<T>, bit: u8) -> u8 {
+    if output.is_none() {
+        bit
+    } else {
+        0
     }
 }
