@@ -128,7 +128,7 @@ impl<D: Decoder> Frames<D> {
     /// One step: the next item, the end, or `Pending` when `wait` is pending.
     /// `wait` waits for at least n unconsumed bytes: a poll, or a blocking read. Generic rather
     /// than `dyn`, so the step inlines into `poll_next` with its closure.
-    #[inline]
+    #[inline(always)]
     fn step(
         &mut self,
         mut wait: impl FnMut(&mut PipeReader, usize) -> Poll<Result<(), crate::Error>>,
@@ -255,6 +255,7 @@ impl<D> Frames<D> {
 impl<D: Decoder> Stream for Frames<D> {
     type Item = Result<D::Item, D::Error>;
 
+    #[inline(always)]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.get_mut()
             .step(|reader, n| reader.poll_read_at_least(cx, n))

@@ -401,7 +401,7 @@ fn read_field(bytes: &[u8], big_endian: bool) -> u64 {
 
 impl LengthDelimited {
     /// The next frame's payload length, once the whole frame is in `buf`.
-    #[inline]
+    #[inline(always)]
     fn next_frame(&self, buf: &DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
         let len = buf.len();
         if len < self.head_len {
@@ -426,7 +426,9 @@ impl Decoder for LengthDelimited {
     type Item = Packet;
     type Error = FrameError;
 
-    #[inline]
+    // Always inlined into `Frames`' step, with `take_frame_after`: one function per frame, not a
+    // chain of calls each returning its result through memory (BENCHMARKS.md, "frames").
+    #[inline(always)]
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Packet>, FrameError> {
         let n = match self.next_frame(buf)? {
             Decoded::Frame(n) => n,
