@@ -585,3 +585,84 @@ fn forward_polls_the_stream_after_a_flush_that_waited() {
         .expect("the second frame was forwarded");
     assert_eq!(read.buffer().to_vec(), b"\0\0\0\x03two");
 }
+
+/// Every item of a stream with good frames, an over-long one (a decoder error, then `resume`) and
+/// an incomplete tail (`BytesRemaining` at the end), as text, through `next_item`.
+fn drain_items<F>(mut frames: Frames<LengthDelimited>, mut next_item: F) -> Vec<String>
+where
+    F: FnMut(&mut Frames<LengthDelimited>) -> Option<Result<Packet, FrameError>>,
+{
+    let mut items = Vec::new();
+    loop {
+        match next_item(&mut frames) {
+            Some(Ok(frame)) => items.push(format!("frame {:?}", frame.to_vec())),
+            Some(Err(e)) => items.push(format!("error {e}")),
+            None if frames.resume() => items.push("resumed".to_string()),
+            None => return items,
+        }
+    }
+}
+
+#[test]
+fn frames_next_yields_what_the_stream_yields() {
+    let mut bytes = Vec::new();
+    for payload in [&b"one"[..], b"two", &[7u8; 40], b"three"] {
+        bytes.extend((payload.len() as u32).to_be_bytes());
+        bytes.extend(payload);
+    }
+    bytes.extend(b"\0\0\0\x09tail"); // 4 of 9 bytes
+    let frames = || {
+        let (mut writer, reader) = pipe();
+        writer.write_slice(&bytes).unwrap();
+        writer.complete();
+        Frames::new(
+            reader,
+            LengthDelimited::builder().max_frame_length(32).new_codec(),
+        )
+    };
+    // `Frames::next` (the inherent future) against `StreamExt::next` (the `Stream`).
+    let inherent = drain_items(frames(), |f| futures::executor::block_on(f.next()));
+    let stream = drain_items(frames(), |f| {
+        futures::executor::block_on(StreamExt::next(f))
+    });
+    assert_eq!(inherent, stream);
+    assert_eq!(
+        inherent[..2],
+        ["frame [111, 110, 101]", "frame [116, 119, 111]"]
+    );
+    assert!(inherent
+        .iter()
+        .any(|i| i.starts_with("error") && i.contains("32")));
+    assert!(inherent.iter().any(|i| i == "resumed"));
+    assert!(
+        inherent.last().unwrap().starts_with("error"),
+        "{inherent:?}"
+    );
+}
+
+#[test]
+fn frames_next_dropped_while_pending_loses_nothing_and_is_woken() {
+    let (mut writer, reader) = pipe();
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    let counter = Arc::new(CountingUnpark {
+        wakes: AtomicUsize::new(0),
+        thread: thread::current(),
+    });
+    let waker = Waker::from(counter.clone());
+    let mut cx = Context::from_waker(&waker);
+    // Half a frame: pending, then the future is dropped (as in a `select!`).
+    writer.write_slice(b"\0\0\0\x04ab").unwrap();
+    writer.flush_blocking().unwrap();
+    assert!(pin!(frames.next()).poll(&mut cx).is_pending());
+    assert_eq!(counter.wakes.load(Ordering::SeqCst), 0);
+    // The rest arrives: the reader registered by the dropped future is woken.
+    writer.write_slice(b"cd").unwrap();
+    writer.flush_blocking().unwrap();
+    assert_eq!(counter.wakes.load(Ordering::SeqCst), 1);
+    match pin!(frames.next()).poll(&mut cx) {
+        Poll::Ready(Some(Ok(frame))) => assert_eq!(frame, &b"abcd"[..]),
+        other => panic!("expected the frame, got {other:?}"),
+    }
+    writer.complete();
+    assert!(futures::executor::block_on(frames.next()).is_none());
+}

@@ -427,11 +427,20 @@ fn native_read_and_flush_futures_dropped_while_waiting_lose_and_repeat_nothing()
     });
 }
 
-/// `Frames::next()` (a stream's poll) raced: frames of random sizes, some larger than the pause
-/// threshold (the stream waits with `read_at_least`), arrive whole, in order, exactly once.
+/// `Frames::next()` raced: frames of random sizes, some larger than the pause threshold (the
+/// stream waits with `read_at_least`), arrive whole, in order, exactly once.
 #[test]
 fn frames_next_dropped_while_waiting_loses_and_repeats_nothing() {
-    use futures::StreamExt;
+    race_frames_next(false);
+}
+
+/// The same through the `Stream` (`StreamExt::next`), which `frames.next()` no longer calls.
+#[test]
+fn stream_next_dropped_while_waiting_loses_and_repeats_nothing() {
+    race_frames_next(true);
+}
+
+fn race_frames_next(through_stream: bool) {
     use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
     run(async {
         let mut racer = Racer::new(10);
@@ -456,7 +465,12 @@ fn frames_next_dropped_while_waiting_loses_and_repeats_nothing() {
             let mut frames = Frames::new(reader, LengthDelimited::new());
             let (mut received, mut offset) = (0u64, 0u64);
             loop {
-                let Some(next) = racer.race(frames.next()).await else {
+                let raced = if through_stream {
+                    racer.race(futures::StreamExt::next(&mut frames)).await
+                } else {
+                    racer.race(frames.next()).await
+                };
+                let Some(next) = raced else {
                     continue;
                 };
                 let Some(frame) = next else {

@@ -5,7 +5,8 @@
 //!   and answers a frame (taken out with the pipe's copy-small / share-large rule, or built into the
 //!   decoder's own type), [`Decoded::NeedAtLeast(n)`](Decoded::NeedAtLeast), or an error.
 //! - [`Frames`]: drives a decoder over a [`PipeReader`](crate::pipe::PipeReader); a
-//!   [`futures_core::Stream`] and a blocking iterator. While a frame is incomplete it waits with
+//!   [`futures_core::Stream`] and a blocking iterator; its own [`next`](Frames::next) future
+//!   inlines the decode step into the awaiting task. While a frame is incomplete it waits with
 //!   [`read_at_least(n)`](crate::pipe::PipeReader::read_at_least): the writer's backpressure is
 //!   lifted for the frame, and the reader wakes once when the n bytes are there, not once per
 //!   segment. [`into_inner`](Frames::into_inner) gives the reader back, every unconsumed byte intact.
@@ -20,7 +21,6 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), packetpipe::frame::FrameError> {
-//! use futures::StreamExt;
 //! use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
 //!
 //! let (writer, reader) = packetpipe::pipe::pipe();
@@ -52,7 +52,7 @@ pub use decoder::{DecodeBuf, Decoded, Decoder};
 pub use delimited::{Delimited, Line, Lines};
 pub use encoder::{Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};
 pub use error::FrameError;
-pub use frames::{BlockingIter, Frames};
+pub use frames::{BlockingIter, Frames, Next};
 pub use length_delimited::{
     Builder as LengthDelimitedBuilder, LengthDelimited, LengthDelimitedChains, LengthFieldType,
     DEFAULT_COPY_PAYLOAD_UP_TO,
