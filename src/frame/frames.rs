@@ -130,6 +130,8 @@ impl<D: Decoder> Frames<D> {
     }
 
     /// The next frame, parking the thread while waiting for bytes; `None` at the end.
+    // Always inlined, as `next`'s poll: a call returns each item through memory (`Frames::next`).
+    #[inline(always)]
     pub fn next_blocking(&mut self) -> Option<Result<D::Item, D::Error>> {
         let step = self.step(|reader, n| Poll::Ready(reader.read_at_least_blocking(n).map(|_| ())));
         match step {
@@ -343,6 +345,7 @@ pub struct BlockingIter<'a, D> {
 impl<D: Decoder> Iterator for BlockingIter<'_, D> {
     type Item = Result<D::Item, D::Error>;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         self.frames.next_blocking()
     }

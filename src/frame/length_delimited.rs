@@ -268,7 +268,7 @@ impl LengthDelimited {
     }
 
     /// The payload length the header at the front of `buf` announces (it holds `head_len` bytes).
-    #[inline]
+    #[inline(always)]
     fn payload_len(&self, buf: &DecodeBuf<'_>) -> Result<usize, FrameError> {
         let b = &self.builder;
         let (offset, n) = (b.length_field_offset, b.length_field_len);
