@@ -32,6 +32,7 @@ impl Search {
     }
 
     /// The next frame's length (without the delimiter), after consuming what is discarded.
+    #[inline(always)]
     fn next_frame(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
         let k = self.delimiter.len();
         loop {
@@ -79,6 +80,7 @@ impl Search {
     }
 
     /// The frame at the front, with its delimiter consumed.
+    #[inline(always)]
     fn take(&self, buf: &mut DecodeBuf<'_>, len: usize) -> Result<Packet, FrameError> {
         let mut frame = buf.take(len + self.delimiter.len())?;
         frame.truncate(len);
@@ -136,6 +138,7 @@ impl Decoder for Delimited {
     type Item = Packet;
     type Error = FrameError;
 
+    #[inline(always)]
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Packet>, FrameError> {
         Ok(match self.search.next_frame(buf)? {
             Decoded::Frame(len) => Decoded::Frame(self.search.take(buf, len)?),
@@ -229,6 +232,7 @@ impl Lines {
 }
 
 /// `packet` without a trailing `\r`, checked to be UTF-8.
+#[inline(always)]
 fn line(mut packet: Packet) -> Result<Line, FrameError> {
     if packet.last() == Some(&b'\r') {
         packet.truncate(packet.len() - 1);
@@ -246,6 +250,7 @@ impl Decoder for Lines {
     type Item = Line;
     type Error = FrameError;
 
+    #[inline(always)]
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<Line>, FrameError> {
         Ok(match self.search.next_frame(buf)? {
             Decoded::Frame(len) => Decoded::Frame(line(self.search.take(buf, len)?)?),
