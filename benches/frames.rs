@@ -21,6 +21,9 @@
 //! - `pipe_sync_chain`, `pipe_async_chain`: the same with `LengthDelimited::into_chains()`, whose
 //!   frames are `PacketChain`s: a large frame spanning the 64 KiB pieces is shared, not copied.
 //!
+//! - `lines/64B`: 64-byte lines (63 characters and `\n`), `Frames<Lines>` in the `pipe_sync` shape
+//!   against `FramedRead<&[u8], LinesCodec>` (`tokio_slice`); no target, a reference.
+//!
 //! `Frames<LengthDelimited>` yields contiguous `Packet`s: a frame up to the copy threshold (2 KiB)
 //! is copied into a fitted pooled buffer, a larger one lying in one piece is shared, a larger one
 //! spanning pieces (most 64 KiB and every 1 MiB frame here) is copied once more into one buffer.
@@ -47,11 +50,11 @@ use std::time::Duration;
 use cpu_time::{thread_cpu_time, ThreadCpuTime};
 use criterion::{criterion_group, criterion_main, Criterion};
 use futures::StreamExt;
-use packetpipe::frame::{Decoder, FrameError, Frames, LengthDelimited};
+use packetpipe::frame::{Decoder, FrameError, Frames, LengthDelimited, Lines};
 use packetpipe::pipe::{pipe, pipe_with, PipeOptions};
 use packetpipe::{Packet, PacketChain};
 use tokio::io::AsyncWriteExt;
-use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec, LinesCodec};
 
 // ------------------------------------------------------------------------------------------------
 // Bytes and allocations per frame.
@@ -94,6 +97,21 @@ impl Stream {
         Stream::with_frames(size, ((1 << 20) / (size + 4)).max(8))
     }
 
+    /// Lines of `line` bytes with their `\n` (items of `line - 1` bytes), 1 MiB of them.
+    fn lines(line: usize) -> Stream {
+        let frames = (1 << 20) / line;
+        let mut bytes = Vec::with_capacity(frames * line);
+        for i in 0..frames {
+            bytes.extend(std::iter::repeat(b'a' + (i % 26) as u8).take(line - 1));
+            bytes.push(b'\n');
+        }
+        Stream {
+            size: line - 1,
+            frames,
+            bytes,
+        }
+    }
+
     fn with_frames(size: usize, frames: usize) -> Stream {
         let mut bytes = Vec::with_capacity(frames * (size + 4));
         for i in 0..frames {
@@ -116,6 +134,12 @@ trait Len {
 impl Len for Packet {
     fn len(&self) -> usize {
         Packet::len(self)
+    }
+}
+
+impl Len for packetpipe::frame::Line {
+    fn len(&self) -> usize {
+        self.as_str().len()
     }
 }
 
@@ -151,6 +175,19 @@ fn tokio_slice(stream: &Stream) {
         match framed.poll_next_unpin(&mut cx) {
             Poll::Ready(Some(Ok(frame))) => assert_eq!(black_box(frame).len(), stream.size),
             other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+}
+
+/// One batch of lines through `FramedRead<_, LinesCodec>` over a slice.
+fn tokio_lines(stream: &Stream) {
+    let waker = Waker::from(Arc::new(NoopWake));
+    let mut cx = Context::from_waker(&waker);
+    let mut framed = FramedRead::new(&stream.bytes[..], LinesCodec::new());
+    for _ in 0..stream.frames {
+        match framed.poll_next_unpin(&mut cx) {
+            Poll::Ready(Some(Ok(line))) => assert_eq!(black_box(line).len(), stream.size),
+            other => panic!("expected a line, got {other:?}"),
         }
     }
 }
@@ -341,6 +378,18 @@ fn frames(c: &mut Criterion<ThreadCpuTime>) {
         });
         group.finish();
     }
+    // Lines of 64 bytes (63 characters and `\n`): `Lines` against tokio-util's `LinesCodec`, which
+    // allocates a `String` per line. No target in issue 8; a reference for the delimiter search.
+    let stream = Stream::lines(64);
+    let mut group = c.benchmark_group("lines/64B");
+    group.bench_function("tokio_slice", |b| {
+        b.iter_custom(|iters| timed(&stream, iters, || tokio_lines(&stream)))
+    });
+    let mut sync = PipeSync::new(Lines::new());
+    group.bench_function("pipe_sync", |b| {
+        b.iter_custom(|iters| timed(&stream, iters, || sync.batch(&stream)))
+    });
+    group.finish();
 }
 
 criterion_group! {
