@@ -97,7 +97,8 @@ impl<D: Decoder> Frames<D> {
     /// inlined into the task that awaits it.
     ///
     /// `frames.next().await` calls this method, not the `Stream` one (an inherent method wins),
-    /// so code written for any `Stream` gets it too. Why it exists: the compiler does not inline
+    /// so existing code gets it without a change; code generic over `S: Stream` still calls
+    /// `StreamExt::next`. Why it exists: the compiler does not inline
     /// `StreamExt::next`'s poll into an awaiting task, so each frame came back through memory, in
     /// a copy that cost about 12 ns per frame on the machine of BENCHMARKS.md ("frames": "The
     /// decode step inlined"). Cancel safe, as the stream is.
