@@ -143,6 +143,18 @@ impl Len for packetpipe::frame::Line {
     }
 }
 
+impl Len for bytes::BytesMut {
+    fn len(&self) -> usize {
+        bytes::BytesMut::len(self)
+    }
+}
+
+impl Len for String {
+    fn len(&self) -> usize {
+        String::len(self)
+    }
+}
+
 impl Len for PacketChain {
     fn len(&self) -> usize {
         PacketChain::len(self)
@@ -166,28 +178,20 @@ fn decoder() -> LengthDelimited {
         .new_codec()
 }
 
-/// One batch through `FramedRead` over a slice.
-fn tokio_slice(stream: &Stream) {
+/// One batch through `FramedRead` over a slice, with `codec` (`codec()` or `LinesCodec`).
+fn tokio_slice<C>(stream: &Stream, codec: C)
+where
+    C: tokio_util::codec::Decoder,
+    C::Item: Len + std::fmt::Debug,
+    C::Error: std::fmt::Debug,
+{
     let waker = Waker::from(Arc::new(NoopWake));
     let mut cx = Context::from_waker(&waker);
-    let mut framed = FramedRead::new(&stream.bytes[..], codec());
+    let mut framed = FramedRead::new(&stream.bytes[..], codec);
     for _ in 0..stream.frames {
         match framed.poll_next_unpin(&mut cx) {
             Poll::Ready(Some(Ok(frame))) => assert_eq!(black_box(frame).len(), stream.size),
             other => panic!("expected a frame, got {other:?}"),
-        }
-    }
-}
-
-/// One batch of lines through `FramedRead<_, LinesCodec>` over a slice.
-fn tokio_lines(stream: &Stream) {
-    let waker = Waker::from(Arc::new(NoopWake));
-    let mut cx = Context::from_waker(&waker);
-    let mut framed = FramedRead::new(&stream.bytes[..], LinesCodec::new());
-    for _ in 0..stream.frames {
-        match framed.poll_next_unpin(&mut cx) {
-            Poll::Ready(Some(Ok(line))) => assert_eq!(black_box(line).len(), stream.size),
-            other => panic!("expected a line, got {other:?}"),
         }
     }
 }
@@ -314,7 +318,7 @@ fn print_allocations() {
         let mut sync = PipeSync::new(decoder());
         let mut sync_chain = PipeSync::new(decoder().into_chains());
         let rows = [
-            per_frame(size, |s| tokio_slice(s)),
+            per_frame(size, |s| tokio_slice(s, codec())),
             per_frame(size, |s| tokio_duplex(&runtime, s)),
             per_frame(size, |s| sync.batch(s)),
             per_frame(size, |s| pipe_async(&runtime, s, decoder())),
@@ -351,7 +355,7 @@ fn frames(c: &mut Criterion<ThreadCpuTime>) {
         let stream = Arc::new(Stream::new(size));
         let mut group = c.benchmark_group(format!("frames/{label}"));
         group.bench_function("tokio_slice", |b| {
-            b.iter_custom(|iters| timed(&stream, iters, || tokio_slice(&stream)))
+            b.iter_custom(|iters| timed(&stream, iters, || tokio_slice(&stream, codec())))
         });
         group.bench_function("tokio_duplex", |b| {
             b.iter_custom(|iters| timed(&stream, iters, || tokio_duplex(&runtime, &stream)))
@@ -383,7 +387,7 @@ fn frames(c: &mut Criterion<ThreadCpuTime>) {
     let stream = Stream::lines(64);
     let mut group = c.benchmark_group("lines/64B");
     group.bench_function("tokio_slice", |b| {
-        b.iter_custom(|iters| timed(&stream, iters, || tokio_lines(&stream)))
+        b.iter_custom(|iters| timed(&stream, iters, || tokio_slice(&stream, LinesCodec::new())))
     });
     let mut sync = PipeSync::new(Lines::new());
     group.bench_function("pipe_sync", |b| {

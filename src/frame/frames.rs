@@ -328,12 +328,11 @@ pub struct Next<'a, D> {
 impl<D: Decoder> Future for Next<'_, D> {
     type Output = Option<Result<D::Item, D::Error>>;
 
-    // Always inlined, with the step under it: the point of this future (see `Frames::next`).
+    // Always inlined, with the stream's poll (itself always inlined) under it: the point of this
+    // future (see `Frames::next`).
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut()
-            .frames
-            .step(|reader, n| reader.poll_read_at_least(cx, n))
+        Pin::new(&mut *self.get_mut().frames).poll_next(cx)
     }
 }
 
