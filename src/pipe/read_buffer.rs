@@ -189,15 +189,16 @@ impl<'a> Iterator for Chunks<'a> {
     #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
         while self.left > 0 {
-            let packet = self.packets.next()?;
-            if self.skip >= packet.len() {
-                self.skip -= packet.len();
+            // One look at the packet's representation, not one per use.
+            let bytes: &'a [u8] = self.packets.next()?;
+            if self.skip >= bytes.len() {
+                self.skip -= bytes.len();
                 continue;
             }
             let start = std::mem::take(&mut self.skip);
-            let end = packet.len().min(start + self.left);
+            let end = bytes.len().min(start + self.left);
             self.left -= end - start;
-            return Some(&packet[start..end]);
+            return Some(&bytes[start..end]);
         }
         None
     }
@@ -229,7 +230,34 @@ impl Buf for ReadCursor<'_> {
     }
 
     #[inline]
-    fn advance(&mut self, mut cnt: usize) {
+    fn advance(&mut self, cnt: usize) {
+        // Within the current segment (most `get_*` calls and payload skips): a slice and a
+        // subtraction, inlined into the parser. `cnt < current.len() <= remaining`, so no check.
+        if cnt < self.current.len() {
+            self.current = &self.current[cnt..];
+            self.remaining -= cnt;
+            return;
+        }
+        self.advance_across(cnt);
+    }
+
+    fn chunks_vectored<'b>(&'b self, dst: &mut [IoSlice<'b>]) -> usize {
+        let mut n = 0;
+        for (slot, chunk) in dst.iter_mut().zip(
+            std::iter::once(self.current)
+                .filter(|c| !c.is_empty())
+                .chain(self.rest.clone()),
+        ) {
+            *slot = IoSlice::new(chunk);
+            n += 1;
+        }
+        n
+    }
+}
+
+impl ReadCursor<'_> {
+    /// `advance` to the end of the current segment or beyond: on to the next non-empty segment.
+    fn advance_across(&mut self, mut cnt: usize) {
         assert!(
             cnt <= self.remaining,
             "cannot advance past `remaining`: {cnt} <= {}",
@@ -247,19 +275,6 @@ impl Buf for ReadCursor<'_> {
         if self.current.is_empty() {
             self.current = self.rest.next().unwrap_or(&[]);
         }
-    }
-
-    fn chunks_vectored<'b>(&'b self, dst: &mut [IoSlice<'b>]) -> usize {
-        let mut n = 0;
-        for (slot, chunk) in dst.iter_mut().zip(
-            std::iter::once(self.current)
-                .filter(|c| !c.is_empty())
-                .chain(self.rest.clone()),
-        ) {
-            *slot = IoSlice::new(chunk);
-            n += 1;
-        }
-        n
     }
 }
 
