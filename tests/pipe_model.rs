@@ -295,6 +295,10 @@ impl CountWaker {
 }
 
 // ------------------------------------------------------------------------------------------------
+/// Bytes below which a `read_buffer().await` counts as small (the pipe's read coalescing).
+const SMALL_READ: u64 = 1024;
+
+// ------------------------------------------------------------------------------------------------
 // Coverage: the run asserts that every interesting situation happened at least once
 
 static COVERAGE: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
@@ -310,6 +314,7 @@ fn cover(what: &'static str) {
 /// Situations every full run must reach (a generator change that loses one fails the test).
 const MUST_COVER: &[&str] = &[
     "flush paused",
+    "read yielded to coalesce",
     "paused flush resumed by reader progress",
     "paused flush released by read_at_least",
     "paused flush ended by reader completion",
@@ -461,6 +466,9 @@ struct Model {
     last_len: Option<usize>,
     /// Frames were taken from the last read's buffer since the last read or advance.
     frames_taken: bool,
+    /// The last `read_buffer()` future that completed brought fewer than `SMALL_READ` new bytes:
+    /// the next one yields once if a few new bytes are there (read coalescing).
+    small_async_read: bool,
     writer_done: bool,
     writer_error: Option<String>,
     reader_done: bool,
@@ -776,6 +784,8 @@ struct Harness {
     /// Whether the flush waker had been woken when the flush was polled again.
     flush_wakes_seen_before_poll: bool,
     read_wakes_seen: usize,
+    /// The last `read` was a coalescing yield (`Pending`, no wait).
+    read_yielded: bool,
     m: Model,
     /// Bytes the reader received: consumed prefixes of read buffers, and frames.
     received: Vec<u8>,
@@ -843,6 +853,7 @@ impl Harness {
             flush_wakes_seen: 0,
             flush_wakes_seen_before_poll: false,
             read_wakes_seen: 0,
+            read_yielded: false,
             m,
             received: Vec::new(),
             last_buffer: Vec::new(),
@@ -1270,6 +1281,42 @@ impl Harness {
         };
         self.read_wakes.reset();
         self.read_wakes_seen = 0;
+        let seen = self.m.examined.max(self.m.consumed);
+        let unseen = (self.m.consumed + self.m.flushed.len() as u64).saturating_sub(seen);
+        let advanced = !(self.m.frames_taken && self.m.last_len.is_some());
+        let would_yield = matches!((form, want), (ReadForm::Future, Want::New))
+            && advanced
+            && !self.m.reader_done
+            && self.m.small_async_read
+            && unseen > 0
+            && unseen < SMALL_READ;
+        // A pending read is polled again: the same future's second poll, which does not yield. A
+        // fresh future here would, so such a poll goes through the poll form, which is that poll.
+        let form = if would_yield && was_pending {
+            ReadForm::Poll
+        } else {
+            form
+        };
+        let coalescing = matches!((form, want), (ReadForm::Future, Want::New));
+        if would_yield && !was_pending {
+            // Read coalescing: a fresh `read_buffer()` after a small one, with a few new bytes
+            // there, yields once (wakes its task, returns `Pending`) before it looks: no cancel
+            // consumed, nothing registered, the model unchanged.
+            cover("read yielded to coalesce");
+            let reader = self.reader.as_mut().unwrap();
+            let mut cx = Context::from_waker(&self.read_waker);
+            let mut future = reader.read_buffer();
+            let poll = Pin::new(&mut future).poll(&mut cx).map(|r| r.map(drop));
+            assert!(
+                poll.is_pending(),
+                "a coalescing read yields first, got {poll:?}"
+            );
+            assert_eq!(self.read_wakes.get(), 1, "a yield wakes its task once");
+            self.read_wakes.reset();
+            self.read_yielded = true;
+            return false;
+        }
+        self.read_yielded = false;
         let expected = self.m.poll_read_buffer(want);
         match (&expected, was_pending) {
             (Outcome::Pending, false) => {
@@ -1341,6 +1388,10 @@ impl Harness {
                 }
             }
             (Poll::Ready(Ok((completed, canceled))), Outcome::Ok((e_completed, e_canceled))) => {
+                if coalescing {
+                    self.m.small_async_read =
+                        self.m.consumed + expected_bytes.len() as u64 - seen < SMALL_READ;
+                }
                 assert_eq!(completed, e_completed, "read is_completed");
                 if let Some(canceled) = canceled {
                     assert_eq!(canceled, e_canceled, "read is_canceled");
@@ -1492,9 +1543,16 @@ impl Harness {
                 self.m.advance_to(0, 0).unwrap();
             }
             let mut want = self.m.read_pending.unwrap_or(Want::New);
+            let mut form = ReadForm::Future;
             for round in 0.. {
                 assert!(round < 8, "draining a completed pipe does not end");
-                if !self.read(want, ReadForm::Future, false, &mut may) {
+                if !self.read(want, form, false, &mut may) {
+                    if self.read_yielded {
+                        // Read coalescing: the woken task polls the same future again, which
+                        // does not yield twice; the poll form is that second poll.
+                        form = ReadForm::Poll;
+                        continue;
+                    }
                     if matches!(want, Want::AtLeast(_)) {
                         // A failed writer's error reaches an unsatisfiable `read_at_least` before
                         // the bytes flushed ahead of it are seen: `read_buffer` still gets them.
@@ -1504,6 +1562,7 @@ impl Harness {
                     break; // the writer's error
                 }
                 want = Want::New;
+                form = ReadForm::Future;
                 let len = self.m.last_len.unwrap();
                 let completed = self.m.completed_flag();
                 let reader = self.reader.as_mut().unwrap();

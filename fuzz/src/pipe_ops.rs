@@ -159,12 +159,23 @@ fn pick(sel: u8, max: usize) -> usize {
     }
 }
 
-/// A waker that does nothing: the harness polls again when it wants (`Pending` = would wait).
-struct NoopWaker;
+/// A waker that only counts its wakes: the harness polls again when it wants (`Pending` = would
+/// wait, unless the future woke it: a read that yields to coalesce).
+#[derive(Default)]
+struct CountingWaker(std::sync::atomic::AtomicUsize);
 
-impl Wake for NoopWaker {
-    fn wake(self: Arc<Self>) {}
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
+
+/// Bytes below which a `read_buffer().await` counts as small (the pipe's read coalescing).
+const SMALL_READ: u64 = 1024;
 
 /// A read's result, copied out: the buffer's chunks, `is_completed`, `is_canceled`.
 type Got = (Vec<Vec<u8>>, bool, bool);
@@ -204,6 +215,7 @@ struct Harness {
     ops: Vec<Op>,
     settings: Settings,
     waker: Waker,
+    wakes: Arc<CountingWaker>,
     pool: Pool,
     /// Appended pooled packets come from here, so the pipe's pool counts only its own rents.
     other_pool: Pool,
@@ -225,6 +237,8 @@ struct Harness {
     /// A frame was taken since the last read and no advance followed: `read_buffer`/`try_read`
     /// are `ReadWithoutAdvance` then.
     took_since_read: bool,
+    /// The last `read_buffer()` future that completed brought fewer than `SMALL_READ` new bytes.
+    small_async_read: bool,
     cancel_read: bool,
     cancel_flush: bool,
     /// Bytes the last `buffer_mut` handed out and not yet committed (as the writer counts them).
@@ -271,11 +285,13 @@ impl Harness {
                 .copy_threshold(settings.copy_threshold),
         );
         let canceler = reader.canceler();
+        let wakes = Arc::new(CountingWaker::default());
         Harness {
             step: 0,
             ops: Vec::new(),
             settings,
-            waker: Waker::from(Arc::new(NoopWaker)),
+            waker: Waker::from(wakes.clone()),
+            wakes,
             pool,
             other_pool,
             writer: Some(writer),
@@ -290,6 +306,7 @@ impl Harness {
             examined_max: 0,
             last_len: None,
             took_since_read: false,
+            small_async_read: false,
             cancel_read: false,
             cancel_flush: false,
             handed_out: 0,
@@ -681,6 +698,28 @@ impl Harness {
                 "read after take_frame without advance_to",
             );
         }
+        let seen = self.examined.max(self.consumed);
+        let unseen = (self.consumed + self.flushed.len() as u64).saturating_sub(seen);
+        let coalescing = matches!((form, want), (ReadForm::Future, Want::New));
+        if coalescing && self.small_async_read && unseen > 0 && unseen < SMALL_READ {
+            // Read coalescing: the read yields once (wakes its task, returns `Pending`) before
+            // it looks, so it consumes no pending cancel.
+            let before = self.wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+            let reader = self.reader.as_mut().expect("checked");
+            let mut cx = Context::from_waker(&self.waker);
+            let poll = pin!(reader.read_buffer())
+                .as_mut()
+                .poll(&mut cx)
+                .map(|r| r.map(drop));
+            let woken = self.wakes.0.load(std::sync::atomic::Ordering::Relaxed) - before;
+            if !poll.is_pending() || woken != 1 {
+                self.fail(&format!(
+                    "read_buffer() after a small read, {unseen} new bytes: expected a yield (Pending, \
+                     1 wake), got {poll:?} with {woken} wakes"
+                ));
+            }
+            return;
+        }
         let expect = self.expect_read(want);
         let reader = self.reader.as_mut().expect("checked");
         let mut cx = Context::from_waker(&self.waker);
@@ -767,6 +806,9 @@ impl Harness {
         }
         self.last_len = Some(got.len());
         self.took_since_read = false;
+        if coalescing {
+            self.small_async_read = self.consumed + (got.len() as u64) - seen < SMALL_READ;
+        }
     }
 
     #[track_caller]

@@ -117,6 +117,9 @@ pub struct PipeReader {
     frames_taken: bool,
     /// The last blocking read brought fewer than `SMALL_READ` new bytes: the next one coalesces.
     coalesce: bool,
+    /// The last `read_buffer().await` brought fewer than `SMALL_READ` new bytes: the next one may
+    /// yield once first (see `Read::poll`).
+    small_async_read: bool,
     completed: bool,
 }
 
@@ -141,6 +144,7 @@ impl PipeReader {
             lifting: false,
             frames_taken: false,
             coalesce: false,
+            small_async_read: false,
             completed: false,
         }
     }
@@ -153,11 +157,22 @@ impl PipeReader {
     /// [`take_frame`](Self::take_frame), a read without `advance_to` is
     /// [`Error::ReadWithoutAdvance`] instead (the rest would come back at once and spin a parser
     /// loop that took its frames and reads for more).
+    ///
+    /// Read coalescing: when the previous `read_buffer().await` brought fewer than 1 KiB of new
+    /// bytes and the bytes there now are new but fewer than that, the read first yields to the
+    /// executor once (wakes its task and returns `Pending`), so that a writer streaming small
+    /// flushes on another worker adds more before this read takes them. Without it, two tasks
+    /// on two workers trade small frames a few at a time, and every read pays for its wait and
+    /// its wake (BENCHMARKS.md, "Async read coalescing"). A reader whose bytes are not there yet
+    /// does not yield (it waits as before), and a read that yielded does not yield again. The
+    /// poll form ([`poll_read_buffer`](Self::poll_read_buffer)) and
+    /// [`read_at_least`](Self::read_at_least) never yield.
     #[inline]
     pub fn read_buffer(&mut self) -> Read<'_> {
         Read {
             reader: Some(self),
             want: Want::New,
+            coalesce: Coalesce::FirstPoll,
         }
     }
 
@@ -174,6 +189,7 @@ impl PipeReader {
         Read {
             reader: Some(self),
             want: Want::AtLeast(n as u64),
+            coalesce: Coalesce::Off,
         }
     }
 
@@ -200,7 +216,7 @@ impl PipeReader {
     /// small frames one at a time otherwise move the pipe's shared cache lines between the cores
     /// for every frame. A reader whose data is not coming yet loses nothing (it would wait
     /// anyway); one reading small pieces that are already there pays the delay on each read.
-    /// The async forms never delay.
+    /// (`read_buffer().await` coalesces by yielding to its executor once instead.)
     #[inline]
     pub fn read_blocking(&mut self) -> Result<ReadResult<'_>, Error> {
         self.read_blocking_want(Want::New)
@@ -226,6 +242,7 @@ impl PipeReader {
             let result = block_on(Read {
                 reader: Some(self),
                 want,
+                coalesce: Coalesce::Off, // the blocking reads coalesce above, without a yield
             })?;
             (result.is_completed(), result.is_canceled())
         };
@@ -797,6 +814,18 @@ impl std::fmt::Debug for PipeReader {
 pub struct Read<'a> {
     reader: Option<&'a mut PipeReader>,
     want: Want,
+    coalesce: Coalesce,
+}
+
+/// Where a [`Read`] stands with read coalescing (see [`PipeReader::read_buffer`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Coalesce {
+    /// Not this kind of read (`read_at_least`, the blocking reads).
+    Off,
+    /// `read_buffer`, not polled yet: it may yield once.
+    FirstPoll,
+    /// `read_buffer`, polled: it records whether it brought few bytes when it completes.
+    Polled,
 }
 
 impl<'a> Future for Read<'a> {
@@ -804,17 +833,41 @@ impl<'a> Future for Read<'a> {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let want = self.want;
+        let (want, coalesce) = (self.want, self.coalesce);
         let reader = self.reader.as_mut().expect("Read polled after completion");
         if let (Want::New, Err(e)) = (want, reader.check_advanced()) {
             self.reader = None;
             return Poll::Ready(Err(e));
         }
+        // Where this read's new bytes start (only coalescing reads look).
+        let seen = match coalesce {
+            Coalesce::Off => 0,
+            _ => reader.examined.max(reader.queue.consumed()),
+        };
+        if coalesce == Coalesce::FirstPoll {
+            self.coalesce = Coalesce::Polled;
+            // After a small read, a few new bytes already there: a writer streaming small flushes
+            // is probably adding more right now. Let it (yield once), then take them together.
+            let reader = self.reader.as_mut().expect("checked above");
+            // Loom explores interleavings, not time: a yield would only add steps to its models.
+            if reader.small_async_read && !reader.completed && !cfg!(packetpipe_loom) {
+                let unseen = reader.queue.published_bytes().saturating_sub(seen);
+                if unseen > 0 && unseen < SMALL_READ {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+            }
+        }
+        let reader = self.reader.as_mut().expect("checked above");
         let status = match reader.poll_want(cx, want) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Ready(Ok(status)) => status,
         };
+        if coalesce != Coalesce::Off {
+            let end = reader.queue.consumed() + reader.last_len.unwrap_or(0);
+            reader.small_async_read = end.saturating_sub(seen) < SMALL_READ;
+        }
         let reader: &'a PipeReader = self.reader.take().expect("checked above");
         Poll::Ready(Ok(reader.result(status)))
     }
