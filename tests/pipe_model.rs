@@ -295,6 +295,8 @@ impl CountWaker {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Read coalescing
+
 /// Bytes below which a `read_buffer().await` counts as small (the pipe's read coalescing).
 const SMALL_READ: u64 = 1024;
 

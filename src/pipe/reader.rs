@@ -234,7 +234,7 @@ impl PipeReader {
     /// bytes first lets a streaming writer add more.
     #[inline]
     fn read_blocking_want(&mut self, want: Want) -> Result<ReadResult<'_>, Error> {
-        let seen = self.examined.max(self.queue.consumed());
+        let seen = self.seen();
         if self.coalesce && self.queue.published_bytes().saturating_sub(seen) < SMALL_READ {
             coalesce();
         }
@@ -246,9 +246,22 @@ impl PipeReader {
             })?;
             (result.is_completed(), result.is_canceled())
         };
-        let end = self.queue.consumed() + self.last_len.unwrap_or(0);
-        self.coalesce = end.saturating_sub(seen) < SMALL_READ;
+        self.coalesce = self.last_read_was_small(seen);
         Ok(self.result(status))
+    }
+
+    /// Where the bytes a read would call new start: past the examined point and the consumed ones.
+    #[inline]
+    fn seen(&self) -> u64 {
+        self.examined.max(self.queue.consumed())
+    }
+
+    /// Whether the last read brought fewer than `SMALL_READ` bytes beyond `seen` (its `seen()`
+    /// before it ran): the read coalescing's "small read".
+    #[inline]
+    fn last_read_was_small(&self, seen: u64) -> bool {
+        let end = self.queue.consumed() + self.last_len.unwrap_or(0);
+        end.saturating_sub(seen) < SMALL_READ
     }
 
     /// The poll form of [`read_buffer`](Self::read_buffer): `Ready(Ok(()))` means a read result is available
@@ -834,39 +847,40 @@ impl<'a> Future for Read<'a> {
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (want, coalesce) = (self.want, self.coalesce);
+        if coalesce == Coalesce::FirstPoll {
+            self.coalesce = Coalesce::Polled;
+        }
         let reader = self.reader.as_mut().expect("Read polled after completion");
         if let (Want::New, Err(e)) = (want, reader.check_advanced()) {
             self.reader = None;
             return Poll::Ready(Err(e));
         }
-        // Where this read's new bytes start (only coalescing reads look).
+        // Only coalescing reads look at where their new bytes start.
         let seen = match coalesce {
             Coalesce::Off => 0,
-            _ => reader.examined.max(reader.queue.consumed()),
+            _ => reader.seen(),
         };
-        if coalesce == Coalesce::FirstPoll {
-            self.coalesce = Coalesce::Polled;
-            // After a small read, a few new bytes already there: a writer streaming small flushes
-            // is probably adding more right now. Let it (yield once), then take them together.
-            let reader = self.reader.as_mut().expect("checked above");
-            // Loom explores interleavings, not time: a yield would only add steps to its models.
-            if reader.small_async_read && !reader.completed && !cfg!(packetpipe_loom) {
-                let unseen = reader.queue.published_bytes().saturating_sub(seen);
-                if unseen > 0 && unseen < SMALL_READ {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
+        // After a small read, a few new bytes already there: a writer streaming small flushes is
+        // probably adding more right now. Let it (yield once), then take them together. (Loom
+        // explores interleavings, not time: a yield would only add steps to its models.)
+        if coalesce == Coalesce::FirstPoll
+            && reader.small_async_read
+            && !reader.completed
+            && !cfg!(packetpipe_loom)
+        {
+            let unseen = reader.queue.published_bytes().saturating_sub(seen);
+            if unseen > 0 && unseen < SMALL_READ {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
         }
-        let reader = self.reader.as_mut().expect("checked above");
         let status = match reader.poll_want(cx, want) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Ready(Ok(status)) => status,
         };
         if coalesce != Coalesce::Off {
-            let end = reader.queue.consumed() + reader.last_len.unwrap_or(0);
-            reader.small_async_read = end.saturating_sub(seen) < SMALL_READ;
+            reader.small_async_read = reader.last_read_was_small(seen);
         }
         let reader: &'a PipeReader = self.reader.take().expect("checked above");
         Poll::Ready(Ok(reader.result(status)))
