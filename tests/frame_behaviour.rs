@@ -145,6 +145,52 @@ fn a_large_frame_in_one_segment_is_shared_and_a_small_one_leaves_its_block() {
 }
 
 #[test]
+fn a_large_frame_in_the_middle_of_a_segment_is_shared_and_the_rest_stays_readable() {
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+
+    // One receive block: two 4 KiB frames and the first 10 bytes of a third, so the first frame
+    // is taken out of the middle of its segment and the second out of its end.
+    let mut block = pool.rent(16 << 10).unwrap();
+    for (fill, len) in [(3u8, 4096), (4, 4096)] {
+        block.extend_from_slice(&header(len)).unwrap();
+        block.extend_from_slice(&vec![fill; len]).unwrap();
+    }
+    block.extend_from_slice(&header(100)).unwrap();
+    block.extend_from_slice(&[5; 6]).unwrap();
+    let block = block.freeze();
+    let base = block.as_ptr() as usize;
+    writer.append(block).unwrap();
+    writer.flush_blocking().unwrap();
+
+    let mut frames = Frames::new(reader, LengthDelimited::new());
+    let first = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(&first[..], &[3; 4096][..]);
+    assert_eq!(first.as_ptr() as usize, base + 4, "shared, not copied");
+    let second = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(&second[..], &[4; 4096][..]);
+    assert_eq!(
+        second.as_ptr() as usize,
+        base + 4 + 4096 + 4,
+        "shared, not copied"
+    );
+    assert_eq!(
+        pool.stats().outstanding,
+        1,
+        "both frames share the receive block"
+    );
+
+    // The third frame's 10 bytes are still unconsumed and intact; its rest completes it.
+    writer.write_slice(&[5; 94]).unwrap();
+    writer.complete();
+    let third = frames.next_blocking().unwrap().unwrap();
+    assert_eq!(&third[..], &[5; 100][..]);
+    assert!(frames.next_blocking().is_none());
+    drop((first, second, third, frames));
+    assert_eq!(pool.stats().outstanding, 0, "every block went home");
+}
+
+#[test]
 fn a_small_frame_does_not_keep_its_receive_block_alive() {
     let pool = Pool::new();
     let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));

@@ -571,6 +571,12 @@ impl PipeReader {
                     let frame = self.pool.copy_from_slice(&front[skip..total])?;
                     self.queue.consume_in_front(total as u64);
                     Packet::from(frame)
+                } else if front.len() > total {
+                    // Shared out of the middle of the segment: one reference more on its block,
+                    // the segment advanced in place (no split of the queue's packet, no loop).
+                    let frame = front.slice(skip..total);
+                    self.queue.consume_in_front(total as u64);
+                    frame
                 } else {
                     self.queue.consume(skip as u64);
                     let mut frame = Packet::new();
