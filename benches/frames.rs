@@ -21,6 +21,11 @@
 //! - `pipe_sync_chain`, `pipe_async_chain`: the same with `LengthDelimited::into_chains()`, whose
 //!   frames are `PacketChain`s: a large frame spanning the 64 KiB pieces is shared, not copied.
 //!
+//! - `memcpy`: the stream copied once, piece by piece, into a reused 64 KiB buffer, nothing
+//!   decoded: the floor of any row that receives its bytes by copying them (`tokio_slice` copies
+//!   each byte into its `BytesMut`, the pipe rows into pooled blocks). Time per frame is the copy
+//!   of the stream over its frames.
+//!
 //! - `lines/64B`: 64-byte lines (63 characters and `\n`), `Frames<Lines>` in the `pipe_sync` shape
 //!   against `FramedRead<&[u8], LinesCodec>` (`tokio_slice`); no target, a reference.
 //!
@@ -196,6 +201,16 @@ where
     }
 }
 
+/// The floor of every row that receives the stream by copying it: the stream copied once, in its
+/// 64 KiB pieces, into a reused 64 KiB buffer (`black_box` keeps each copy). No frame is decoded;
+/// time per frame is the stream's copy over its frames.
+fn memcpy_floor(stream: &Stream, buffer: &mut [u8]) {
+    for piece in stream.bytes.chunks(PIECE) {
+        buffer[..piece.len()].copy_from_slice(black_box(piece));
+        black_box(&mut *buffer);
+    }
+}
+
 /// A batch of frames produced, then decoded, on one thread with the pipe (no runtime).
 struct PipeSync<D> {
     writer: packetpipe::pipe::PipeWriter,
@@ -354,6 +369,10 @@ fn frames(c: &mut Criterion<ThreadCpuTime>) {
     for (size, label) in SIZES {
         let stream = Arc::new(Stream::new(size));
         let mut group = c.benchmark_group(format!("frames/{label}"));
+        let mut buffer = vec![0u8; PIECE];
+        group.bench_function("memcpy", |b| {
+            b.iter_custom(|iters| timed(&stream, iters, || memcpy_floor(&stream, &mut buffer)))
+        });
         group.bench_function("tokio_slice", |b| {
             b.iter_custom(|iters| timed(&stream, iters, || tokio_slice(&stream, codec())))
         });
