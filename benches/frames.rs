@@ -21,6 +21,12 @@
 //! - `pipe_sync_chain`, `pipe_async_chain`: the same with `LengthDelimited::into_chains()`, whose
 //!   frames are `PacketChain`s: a large frame spanning the 64 KiB pieces is shared, not copied.
 //!
+//! - `pipe_append`, `pipe_append_chain`: `pipe_sync` (and its chains) with the stream's 64 KiB
+//!   pieces appended as `Bytes` (views of one buffer: a reference count each) instead of copied
+//!   in: the bytes are in memory already, as they are for `tokio_slice`, and the pipe takes them
+//!   without a copy where `FramedRead` must read them into its buffer. A frame inside a piece is
+//!   shared (the copy threshold as above), one spanning pieces is copied (`pipe_append`) or
+//!   shared piece by piece (`pipe_append_chain`).
 //! - `memcpy`: the stream copied once, piece by piece, into a reused 64 KiB buffer, nothing
 //!   decoded: the floor of any row that receives its bytes by copying them (`tokio_slice` copies
 //!   each byte into its `BytesMut`, the pipe rows into pooled blocks). Time per frame is the copy
@@ -95,6 +101,8 @@ struct Stream {
     size: usize,
     frames: usize,
     bytes: Vec<u8>,
+    /// The same bytes as `PIECE`-sized `Bytes`, views of one buffer (the `pipe_append` rows).
+    pieces: Vec<bytes::Bytes>,
 }
 
 impl Stream {
@@ -113,6 +121,7 @@ impl Stream {
         Stream {
             size: line - 1,
             frames,
+            pieces: pieces_of(&bytes),
             bytes,
         }
     }
@@ -126,9 +135,19 @@ impl Stream {
         Stream {
             size,
             frames,
+            pieces: pieces_of(&bytes),
             bytes,
         }
     }
+}
+
+/// `bytes` as `PIECE`-sized views of one shared `Bytes` (a clone is a reference count).
+fn pieces_of(bytes: &[u8]) -> Vec<bytes::Bytes> {
+    let all = bytes::Bytes::copy_from_slice(bytes);
+    (0..bytes.len())
+        .step_by(PIECE)
+        .map(|start| all.slice(start..(start + PIECE).min(bytes.len())))
+        .collect()
 }
 
 /// A frame's length, whatever its type.
@@ -250,6 +269,31 @@ where
     }
 }
 
+impl<D: Decoder<Error = FrameError>> PipeSync<D>
+where
+    D::Item: Len,
+{
+    /// `batch` with the pieces appended (a reference each), not copied: the bytes are in memory
+    /// already, as for `tokio_slice`.
+    fn batch_appended(&mut self, stream: &Stream) {
+        let mut cx = Context::from_waker(&self.waker);
+        let mut got = 0;
+        for piece in &stream.pieces {
+            self.writer.append(piece.clone()).expect("append");
+            match pin!(self.writer.flush_pipe()).poll(&mut cx) {
+                Poll::Ready(result) => drop(result.expect("flush")),
+                Poll::Pending => panic!("no backpressure here"),
+            }
+            while let Poll::Ready(item) = self.frames.poll_next_unpin(&mut cx) {
+                let frame = item.expect("not ended").expect("a frame");
+                assert_eq!(black_box(frame).len(), stream.size);
+                got += 1;
+            }
+        }
+        assert_eq!(got, stream.frames);
+    }
+}
+
 /// A current-thread runtime with a producer task and the bench's consumer: tokio's duplex.
 fn tokio_duplex(runtime: &tokio::runtime::Runtime, stream: &Arc<Stream>) {
     runtime.block_on(async {
@@ -313,13 +357,15 @@ fn per_frame(size: usize, mut batch: impl FnMut(&Arc<Stream>)) -> (f64, f64) {
     ((n_large - n_small) / frames, (b_large - b_small) / frames)
 }
 
-const ROWS: [&str; 6] = [
+const ROWS: [&str; 8] = [
     "tokio_slice",
     "tokio_duplex",
     "pipe_sync",
     "pipe_async",
     "pipe_sync_chain",
     "pipe_async_chain",
+    "pipe_append",
+    "pipe_append_chain",
 ];
 
 fn print_allocations() {
@@ -332,6 +378,8 @@ fn print_allocations() {
     for (size, label) in SIZES {
         let mut sync = PipeSync::new(decoder());
         let mut sync_chain = PipeSync::new(decoder().into_chains());
+        let mut append = PipeSync::new(decoder());
+        let mut append_chain = PipeSync::new(decoder().into_chains());
         let rows = [
             per_frame(size, |s| tokio_slice(s, codec())),
             per_frame(size, |s| tokio_duplex(&runtime, s)),
@@ -339,6 +387,8 @@ fn print_allocations() {
             per_frame(size, |s| pipe_async(&runtime, s, decoder())),
             per_frame(size, |s| sync_chain.batch(s)),
             per_frame(size, |s| pipe_async(&runtime, s, decoder().into_chains())),
+            per_frame(size, |s| append.batch_appended(s)),
+            per_frame(size, |s| append_chain.batch_appended(s)),
         ];
         for (name, (n, b)) in ROWS.iter().zip(rows) {
             println!("alloc {label:>6} {name:<17} {n:>8.3} allocs {b:>12.1} B");
@@ -391,6 +441,14 @@ fn frames(c: &mut Criterion<ThreadCpuTime>) {
         let mut sync_chain = PipeSync::new(decoder().into_chains());
         group.bench_function("pipe_sync_chain", |b| {
             b.iter_custom(|iters| timed(&stream, iters, || sync_chain.batch(&stream)))
+        });
+        let mut append = PipeSync::new(decoder());
+        group.bench_function("pipe_append", |b| {
+            b.iter_custom(|iters| timed(&stream, iters, || append.batch_appended(&stream)))
+        });
+        let mut append_chain = PipeSync::new(decoder().into_chains());
+        group.bench_function("pipe_append_chain", |b| {
+            b.iter_custom(|iters| timed(&stream, iters, || append_chain.batch_appended(&stream)))
         });
         group.bench_function("pipe_async_chain", |b| {
             b.iter_custom(|iters| {
