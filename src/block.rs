@@ -157,6 +157,7 @@ impl FreeBlock {
         if capacity > MAX_CAPACITY {
             return Err(Error::RequestTooLarge {
                 requested: capacity,
+                headroom: 0,
                 limit: MAX_CAPACITY,
             });
         }

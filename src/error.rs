@@ -38,8 +38,10 @@ pub enum Error {
     ZeroSizeRequest,
     /// A buffer larger than any allocation can be was requested.
     RequestTooLarge {
-        /// Bytes asked for.
+        /// Bytes asked for (after the headroom, for `rent_with_headroom`).
         requested: usize,
+        /// Headroom asked for in front of them (0 for every other request).
+        headroom: usize,
         /// The largest request that can be served.
         limit: usize,
     },
@@ -98,7 +100,9 @@ pub enum Error {
     },
     /// `take_frame` asked for more bytes than the buffer last read holds.
     FrameBeyondBuffer {
-        /// Bytes asked for.
+        /// Bytes to drop before the frame (`take_frame_after`'s `skip`; 0 for `take_frame`).
+        skip: usize,
+        /// Bytes of the frame asked for.
         requested: usize,
         /// Length of the buffer last read (after earlier frames were taken).
         len: usize,
@@ -151,9 +155,22 @@ impl fmt::Display for Error {
             Error::ZeroSizeRequest => {
                 f.write_str("cannot rent a buffer of 0 bytes: the size must be at least 1")
             }
-            Error::RequestTooLarge { requested, limit } => write!(
+            Error::RequestTooLarge {
+                requested,
+                headroom: 0,
+                limit,
+            } => write!(
                 f,
                 "cannot rent a buffer of {requested} bytes: the largest possible request is {limit} bytes"
+            ),
+            Error::RequestTooLarge {
+                requested,
+                headroom,
+                limit,
+            } => write!(
+                f,
+                "cannot rent a buffer of {requested} bytes with {headroom} bytes of headroom: the \
+                 largest possible request is {limit} bytes, headroom included"
             ),
             Error::AllocationFailed { size } => {
                 write!(f, "the system allocator refused {size} bytes")
@@ -191,9 +208,22 @@ impl fmt::Display for Error {
                     write!(f, "advance_to: examined ({examined}) is beyond the end of the buffer ({len} bytes)")
                 }
             }
-            Error::FrameBeyondBuffer { requested, len } => write!(
+            Error::FrameBeyondBuffer {
+                skip: 0,
+                requested,
+                len,
+            } => write!(
                 f,
                 "take_frame of {requested} bytes: the buffer last read holds only {len} bytes"
+            ),
+            Error::FrameBeyondBuffer {
+                skip,
+                requested,
+                len,
+            } => write!(
+                f,
+                "take_frame_after of {skip} + {requested} bytes: the buffer last read holds only \
+                 {len} bytes"
             ),
             Error::AdvancePastBuffer { requested, available } => write!(
                 f,

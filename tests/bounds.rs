@@ -555,22 +555,43 @@ fn rent_errors_are_errors_not_aborts() {
     let err = pool.rent_with_headroom(16, 0).unwrap_err();
     assert_eq!(err, Error::ZeroSizeRequest);
 
-    for err in [
-        pool.rent(usize::MAX).unwrap_err(),
-        pool.rent_with_headroom(usize::MAX, 1).unwrap_err(),
-        pool.rent_with_headroom(1, usize::MAX).unwrap_err(),
+    for (err, asked) in [
+        (pool.rent(usize::MAX).unwrap_err(), (usize::MAX, 0)),
+        (
+            pool.rent_with_headroom(usize::MAX, 1).unwrap_err(),
+            (1, usize::MAX),
+        ),
+        (
+            pool.rent_with_headroom(1, usize::MAX).unwrap_err(),
+            (usize::MAX, 1),
+        ),
+        (
+            pool.rent_with_headroom(16, usize::MAX - 8).unwrap_err(),
+            (usize::MAX - 8, 16),
+        ),
     ] {
-        let Error::RequestTooLarge { requested, limit } = err else {
+        let Error::RequestTooLarge {
+            requested,
+            headroom,
+            limit,
+        } = err
+        else {
             panic!("expected RequestTooLarge, got {err:?}");
         };
-        assert_eq!(requested, usize::MAX);
+        // The numbers as passed, not a sum (which may not fit a usize).
+        assert_eq!((requested, headroom), asked);
         assert!(limit < isize::MAX as usize, "{limit}");
-        assert_eq!(
-            err.to_string(),
+        let expected = if headroom == 0 {
             format!(
                 "cannot rent a buffer of {requested} bytes: the largest possible request is {limit} bytes"
             )
-        );
+        } else {
+            format!(
+                "cannot rent a buffer of {requested} bytes with {headroom} bytes of headroom: the \
+                 largest possible request is {limit} bytes, headroom included"
+            )
+        };
+        assert_eq!(err.to_string(), expected);
         let io: std::io::Error = err.into();
         assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
     }

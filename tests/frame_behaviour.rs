@@ -12,7 +12,7 @@ use std::thread;
 
 use futures::StreamExt;
 use packetpipe::frame::{
-    DecodeBuf, Decoded, Decoder, FrameError, FrameWriter, Frames, LengthDelimited, Lines,
+    DecodeBuf, Decoded, Decoder, Delimited, FrameError, FrameWriter, Frames, LengthDelimited, Lines,
 };
 use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeReader};
 use packetpipe::{Packet, Pool};
@@ -711,4 +711,104 @@ fn frames_next_dropped_while_pending_loses_nothing_and_is_woken() {
     }
     writer.complete();
     assert!(futures::executor::block_on(frames.next()).is_none());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Found by a review of the public API (misuse and unusual sequences), 2026-12-01.
+
+/// A `Frames` polled once over `bytes` with no complete frame, then taken apart; the caller
+/// consumes those bytes itself and writes `more`.
+fn reuse_after_into_parts<D: packetpipe::frame::Decoder>(
+    decoder: D,
+    bytes: &[u8],
+    more: &[u8],
+) -> (Frames<D>, packetpipe::pipe::PipeWriter) {
+    let (mut writer, reader) = pipe();
+    writer.write_slice(bytes).unwrap();
+    writer.flush_blocking().unwrap();
+    let mut frames = Frames::new(reader, decoder);
+    let waker = Waker::from(Arc::new(NoWake));
+    let mut cx = Context::from_waker(&waker);
+    assert!(frames.poll_next_unpin(&mut cx).is_pending());
+    let (mut reader, decoder) = frames.into_parts();
+    let len = reader.read_blocking().unwrap().buffer().len();
+    assert_eq!(
+        len,
+        bytes.len(),
+        "into_parts hands every unconsumed byte back"
+    );
+    reader.advance_to(len, len).unwrap();
+    writer.write_slice(more).unwrap();
+    writer.complete();
+    (Frames::new(reader, decoder), writer)
+}
+
+struct NoWake;
+impl Wake for NoWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+#[test]
+fn a_delimiter_decoder_taken_back_and_reused_searches_the_new_bytes_from_their_start() {
+    let (mut frames, _writer) = reuse_after_into_parts(Lines::new(), b"abcdef", b"x\nyz\n");
+    let lines: Vec<String> = frames
+        .blocking_iter()
+        .map(|line| line.unwrap().to_string())
+        .collect();
+    assert_eq!(lines, ["x", "yz"]);
+
+    let (mut frames, _writer) =
+        reuse_after_into_parts(Delimited::new(b";", 1024), b"0123456789", b"a;b;");
+    let got: Vec<Vec<u8>> = frames
+        .blocking_iter()
+        .map(|frame| frame.unwrap().to_vec())
+        .collect();
+    assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
+}
+
+#[test]
+fn into_inner_hands_a_pending_cancel_on_to_the_next_read() {
+    let (mut writer, reader) = pipe();
+    let canceler = reader.canceler();
+    let frames = Frames::new(reader, LengthDelimited::new());
+    canceler.cancel_pending_read();
+    let mut reader = frames.into_inner();
+    writer.write_slice(b"x").unwrap();
+    writer.flush_blocking().unwrap();
+    assert!(reader.read_blocking().unwrap().is_canceled());
+    // One cancel, one canceled read: the next one has the byte.
+    reader.advance_to(0, 0).unwrap();
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"x");
+}
+
+#[test]
+#[should_panic(expected = "invalid length field offset")]
+fn a_length_field_offset_whose_header_end_overflows_is_refused_by_the_builder() {
+    LengthDelimited::builder().length_field_offset(usize::MAX - 2);
+}
+
+#[test]
+fn the_tail_of_a_discarded_frame_is_not_a_frame_at_the_end_of_the_stream() {
+    let (mut writer, reader) = pipe();
+    writer.write_slice(b"AAAAAAAAAZ").unwrap(); // 10 bytes, no delimiter, at most 4 allowed
+    writer.complete();
+    let mut frames = Frames::new(reader, Delimited::new(b"\r\n", 4));
+    assert!(matches!(
+        frames.next_blocking(),
+        Some(Err(FrameError::DelimiterNotFound { max: 4, .. }))
+    ));
+    assert!(frames.next_blocking().is_none());
+    assert!(frames.resume());
+    // The rest of the over-long frame is skipped; no delimiter came, so nothing is left.
+    assert!(frames.next_blocking().is_none());
+
+    // The same with a delimiter after the over-long frame: the frame after it comes out.
+    let (mut writer, reader) = pipe();
+    writer.write_slice(b"AAAAAAAAAZ\r\nok\r\n").unwrap();
+    writer.complete();
+    let mut frames = Frames::new(reader, Delimited::new(b"\r\n", 4));
+    assert!(matches!(frames.next_blocking(), Some(Err(_))));
+    assert!(frames.resume());
+    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"ok"[..]);
+    assert!(frames.next_blocking().is_none());
 }

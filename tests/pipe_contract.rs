@@ -1544,14 +1544,28 @@ fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_not
     flush_now(&mut writer);
     reader.try_read().unwrap().unwrap();
 
-    // Beyond the buffer, counting the skipped bytes: an error naming skip + n, nothing consumed.
+    // Beyond the buffer, counting the skipped bytes: an error naming skip and n, nothing consumed.
     let e = reader.take_frame_after(25, 6).unwrap_err();
     assert_eq!(
         e,
         Error::FrameBeyondBuffer {
-            requested: 31,
+            skip: 25,
+            requested: 6,
             len: 30
         }
+    );
+    assert_eq!(
+        e.to_string(),
+        "take_frame_after of 25 + 6 bytes: the buffer last read holds only 30 bytes"
+    );
+    // A skip near usize::MAX: the numbers as passed, no overflow.
+    let e = reader.take_frame_after(usize::MAX, 1).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "take_frame_after of {} + 1 bytes: the buffer last read holds only 30 bytes",
+            usize::MAX
+        )
     );
     assert_eq!(reader.last_read().unwrap().buffer().len(), 30);
 
@@ -1941,6 +1955,7 @@ fn take_frame_past_the_buffer_is_an_error_and_leaves_the_pipe_intact() {
     assert_eq!(
         e,
         Error::FrameBeyondBuffer {
+            skip: 0,
             requested: 6,
             len: 5
         }

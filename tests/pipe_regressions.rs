@@ -464,3 +464,86 @@ fn read_at_least_wakes_once_when_n_bytes_arrived_not_per_flush() {
         Poll::Ready(Ok(()))
     ));
 }
+
+// ------------------------------------------------------------------------------------------------
+// Found by a review of the public API (misuse and unusual sequences), 2026-12-01.
+
+#[test]
+fn a_failed_buffer_mut_leaves_the_space_handed_out_before_it() {
+    let (mut writer, mut reader) = pipe();
+    writer.buffer_mut(4).unwrap()[..4].copy_from_slice(b"ping");
+    let e = writer.buffer_mut(usize::MAX).unwrap_err();
+    assert!(matches!(e, Error::RequestTooLarge { .. }), "{e:?}");
+    // The 4 bytes written into the first space still commit, and arrive.
+    writer.advance(4).unwrap();
+    writer.write_slice(b"!").unwrap();
+    writer.complete();
+    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"ping!");
+}
+
+#[test]
+fn appending_an_empty_packet_changes_nothing() {
+    let (mut writer, mut reader) = pipe();
+    writer.buffer_mut(4).unwrap()[..4].copy_from_slice(b"ping");
+    writer.append(packetpipe::Packet::new()).unwrap();
+    // The space buffer_mut handed out is still there to commit.
+    writer.advance(4).unwrap();
+    writer.complete();
+    let result = reader.read_blocking().unwrap();
+    assert_eq!(result.buffer().to_vec(), b"ping");
+    assert_eq!(
+        result.buffer().chunks().count(),
+        1,
+        "one segment, not split"
+    );
+}
+
+#[test]
+fn bufread_consume_is_clamped_to_the_segment_fill_buf_returned() {
+    use std::io::{BufRead, Read};
+    let (mut writer, mut reader) = pipe();
+    writer
+        .append(packetpipe::Packet::from_static(b"ab"))
+        .unwrap();
+    writer
+        .append(packetpipe::Packet::from_static(b"cd"))
+        .unwrap();
+    writer.complete();
+    assert_eq!(reader.fill_buf().unwrap(), b"ab");
+    reader.consume(100); // more than fill_buf returned: only "ab" goes
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest, b"cd", "bytes fill_buf never returned stay unconsumed");
+}
+
+#[test]
+fn the_drain_pump_rejects_a_sink_that_reports_more_than_it_was_given() {
+    /// Takes what it is given and claims 1,000 bytes more.
+    struct Overreporting(Vec<u8>);
+    impl std::io::Write for Overreporting {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(buf);
+            Ok(buf.len() + 1000)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let (mut writer, mut reader) = pipe();
+    writer
+        .append(packetpipe::Packet::from_static(b"seg1"))
+        .unwrap();
+    writer
+        .append(packetpipe::Packet::from_static(b"seg2"))
+        .unwrap();
+    writer.complete();
+    let mut sink = Overreporting(Vec::new());
+    let e = packetpipe::io::drain_blocking(&mut reader, &mut sink).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        e.to_string(),
+        "the sink reported 1004 bytes written, of 8 it was given"
+    );
+    // std's default `write_vectored` writes the first slice; nothing was consumed unwritten.
+    assert_eq!(sink.0, b"seg1");
+}

@@ -226,6 +226,7 @@ fn zero_and_impossible_sizes_are_errors_not_aborts() {
     let err = pool.rent(usize::MAX).unwrap_err();
     let Error::RequestTooLarge {
         requested: usize::MAX,
+        headroom: 0,
         limit,
     } = err
     else {
@@ -889,4 +890,29 @@ fn outstanding_bytes_are_the_capacities_of_live_blocks() {
     assert!(stats.retained_bytes > 0, "{stats:?}");
     assert_trimmed(&pool);
     assert_eq!(pool.stats().outstanding_bytes, 0);
+}
+
+#[test]
+fn unlimited_thread_cache_settings_do_not_overflow_the_cache_accounting() {
+    // Found by a review (2026-12-01): a cap of usize::MAX made the cache's "reserved + bytes"
+    // overflow (a panic in debug builds, wrapped accounting in release).
+    let pool = Pool::builder()
+        .thread_cache_depth(usize::MAX)
+        .thread_cache_bytes(usize::MAX)
+        .max_thread_cache_bytes(usize::MAX)
+        .build()
+        .unwrap();
+    for size in [64, 80, 96, 4096, 1 << 20] {
+        drop(pool.rent(size).unwrap());
+        drop(pool.rent(size).unwrap());
+    }
+    let stats = pool.stats();
+    assert_eq!(stats.outstanding, 0);
+    assert_eq!(stats.rents, 10);
+    // Every block came back and is cached for reuse: renting them again allocates nothing new.
+    let allocated = stats.fresh_allocations;
+    for size in [64, 80, 96, 4096, 1 << 20] {
+        drop(pool.rent(size).unwrap());
+    }
+    assert_eq!(pool.stats().fresh_allocations, allocated);
 }

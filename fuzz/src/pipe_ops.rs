@@ -545,6 +545,9 @@ impl Harness {
         if let Err(e) = result {
             self.fail(&format!("append({len}): {e:?}"));
         }
+        if data.is_empty() {
+            return; // an empty packet is ignored: the handed-out space stays
+        }
         self.handed_out = 0;
         self.stage(&data);
     }
@@ -913,7 +916,8 @@ impl Harness {
         };
         if skip + n > len {
             let expected = Error::FrameBeyondBuffer {
-                requested: skip + n,
+                skip,
+                requested: n,
                 len,
             };
             return self.expect_error(result, |e| *e == expected, "take_frame beyond the buffer");

@@ -133,6 +133,13 @@ impl<'a> DecodeBuf<'a> {
         self.len() == 0
     }
 
+    /// The stream position of the view's first byte (bytes consumed from the pipe before it), for
+    /// decoders that remember how far they searched.
+    #[inline]
+    pub(crate) fn position(&self) -> u64 {
+        self.reader.position()
+    }
+
     /// The writer has completed: no byte beyond this view will arrive.
     #[inline]
     pub fn is_completed(&self) -> bool {

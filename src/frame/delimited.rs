@@ -16,6 +16,9 @@ struct Search {
     max_length: usize,
     /// Bytes from the front already searched without finding the delimiter's start.
     next_index: usize,
+    /// The stream position of the front when `next_index` was set: if the front has moved since
+    /// (the reader was taken back with `Frames::into_parts` and read from), the index is stale.
+    searched_at: u64,
     /// Skipping the rest of an over-long frame, up to the next delimiter.
     discarding: bool,
 }
@@ -27,6 +30,7 @@ impl Search {
             delimiter: delimiter.into(),
             max_length,
             next_index: 0,
+            searched_at: 0,
             discarding: false,
         }
     }
@@ -35,6 +39,9 @@ impl Search {
     #[inline(always)]
     fn next_frame(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
         let k = self.delimiter.len();
+        if self.next_index > 0 && buf.position() != self.searched_at {
+            self.next_index = 0; // searched bytes that are gone (or not these): search again
+        }
         loop {
             let len = buf.len();
             // A frame of max_length bytes may still end with its delimiter inside the window.
@@ -73,10 +80,23 @@ impl Search {
                 }
                 (false, None) => {
                     self.next_index = read_to.saturating_sub(k - 1);
+                    self.searched_at = buf.position();
                     return Ok(Decoded::NeedAtLeast(len + 1));
                 }
             }
         }
+    }
+
+    /// At the writer's end: drop what is left of an over-long frame being discarded (no
+    /// delimiter can complete it now); whether there was one.
+    fn end_discarded(&mut self, buf: &mut DecodeBuf<'_>) -> Result<bool, FrameError> {
+        if !self.discarding {
+            return Ok(false);
+        }
+        buf.skip(buf.len())?;
+        self.discarding = false;
+        self.next_index = 0;
+        Ok(true)
     }
 
     /// The frame at the front, with its delimiter consumed.
@@ -150,8 +170,9 @@ impl Decoder for Delimited {
         if let Decoded::Frame(frame) = self.decode(buf)? {
             return Ok(Some(frame));
         }
-        // The bytes after the last delimiter are a last frame.
-        if buf.is_empty() {
+        // The bytes after the last delimiter are a last frame, unless they end an over-long frame
+        // being discarded (a delimiter's first bytes kept in case it continued).
+        if self.search.end_discarded(buf)? || buf.is_empty() {
             return Ok(None);
         }
         self.search.next_index = 0;
@@ -261,6 +282,9 @@ impl Decoder for Lines {
     fn decode_eof(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Line>, FrameError> {
         if let Decoded::Frame(line) = self.decode(buf)? {
             return Ok(Some(line));
+        }
+        if self.search.end_discarded(buf)? {
+            return Ok(None);
         }
         self.search.next_index = 0;
         // The text after the last `\n` is a last line, unless nothing or a lone `\r` is left

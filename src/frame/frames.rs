@@ -284,10 +284,17 @@ impl<D> Frames<D> {
         // Mark nothing examined, so the next `read_buffer` does not wait for bytes beyond what this
         // stream examined. A read of at least 0 bytes returns at once; errors (a completed reader)
         // leave nothing to reset.
+        let mut canceled = false;
         if reader.last_read().is_none() {
-            let _ = reader.read_at_least_blocking(0);
+            canceled = reader
+                .read_at_least_blocking(0)
+                .is_ok_and(|read| read.is_canceled());
         }
         let _ = reader.advance_to(0, 0);
+        if canceled {
+            // That read took a cancel meant for the caller's next read: hand it on.
+            reader.canceler().cancel_pending_read();
+        }
         (reader, decoder)
     }
 }

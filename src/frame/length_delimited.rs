@@ -169,7 +169,16 @@ impl Builder {
     }
 
     /// Bytes before the length field.
+    ///
+    /// # Panics
+    /// If `offset` is above `usize::MAX - 8`: the header's end (offset + field length) would not
+    /// fit a `usize`.
     pub fn length_field_offset(&mut self, offset: usize) -> &mut Self {
+        assert!(
+            offset <= usize::MAX - 8,
+            "invalid length field offset {offset}: the header's end would overflow (at most {})",
+            usize::MAX - 8
+        );
         self.length_field_offset = offset;
         self
     }

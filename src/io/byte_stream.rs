@@ -122,7 +122,8 @@ impl Read for PipeReader {
 }
 
 /// `fill_buf` returns the first unconsumed segment (waiting for one; empty only at the end of the
-/// stream); `consume` releases bytes (clamped to what the last `fill_buf` or read saw).
+/// stream); `consume` releases bytes of that segment (clamped to it: bytes `fill_buf` did not
+/// return stay unconsumed).
 ///
 /// ```
 /// use std::io::BufRead;
@@ -141,7 +142,7 @@ impl BufRead for PipeReader {
     }
 
     fn consume(&mut self, amt: usize) {
-        self.consume_read(amt);
+        self.consume_filled(amt);
     }
 }
 

@@ -117,17 +117,26 @@ impl DrainState {
                 }
                 let mut slices = [IoSlice::new(&[]); MAX_WRITE_SEGMENTS];
                 let n = buffer.io_slices(&mut slices[..self.max_segments]);
-                ready!(sink.poll_write_vectored(cx, &slices[..n]))
+                let offered: usize = slices[..n].iter().map(|s| s.len()).sum();
+                ready!(sink.poll_write_vectored(cx, &slices[..n])).map(|n| (n, offered))
             };
             match written {
-                Ok(0) => {
+                Ok((0, _)) => {
                     let e = io::Error::new(
                         io::ErrorKind::WriteZero,
                         "the sink accepted 0 bytes of a non-empty write",
                     );
                     return Poll::Ready(Err(fail(reader, e)));
                 }
-                Ok(n) => {
+                Ok((n, offered)) if n > offered => {
+                    // Consuming n would drop bytes the sink was never given.
+                    let e = io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the sink reported {n} bytes written, of {offered} it was given"),
+                    );
+                    return Poll::Ready(Err(fail(reader, e)));
+                }
+                Ok((n, _)) => {
                     reader.consume_read(n);
                     self.total += n as u64;
                     self.unflushed = true;

@@ -66,7 +66,7 @@ impl AsyncBufRead for PipeReader {
     }
 
     fn consume(self: Pin<&mut Self>, amt: usize) {
-        self.get_mut().consume_read(amt);
+        self.get_mut().consume_filled(amt);
     }
 }
 

@@ -465,6 +465,12 @@ impl PipeReader {
         self.poll_want(cx, Want::AtLeast(1))
     }
 
+    /// Bytes consumed since the pipe was made: the stream position of the first unconsumed byte.
+    #[inline]
+    pub(crate) fn position(&self) -> u64 {
+        self.queue.consumed()
+    }
+
     /// The first segment of the last read buffer (empty if there is none).
     #[inline]
     pub(crate) fn first_chunk(&self) -> &[u8] {
@@ -485,6 +491,14 @@ impl PipeReader {
         }
         // A byte stream has no read to advance in: consuming is the advance.
         self.last_len = None;
+    }
+
+    /// The byte streams' `consume` after `fill_buf`: up to `n` bytes of the first segment, which
+    /// is what `fill_buf` returned (clamped to it: bytes the caller never saw stay unconsumed).
+    #[inline]
+    pub(crate) fn consume_filled(&mut self, n: usize) {
+        let n = n.min(self.first_chunk().len());
+        self.consume_read(n);
     }
 
     /// Hand the first `max` bytes (at most) of the last read buffer to `put`, segment by segment,
@@ -562,8 +576,8 @@ impl PipeReader {
     // decode step inlined").
     #[inline(always)]
     pub fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
-        let total = skip.saturating_add(n);
-        self.check_take(total)?;
+        self.check_take(skip, n)?;
+        let total = skip + n; // within the buffer's length: checked
         let packet = match self.queue.front_holding(total) {
             // The common case, the frame in the first segment: copy or share it from there.
             Some(front) if n > 0 => {
@@ -660,7 +674,7 @@ impl PipeReader {
 
     /// Take the first `n` bytes of the last read buffer out as a chain, never copying.
     pub fn take_frame_chain(&mut self, n: usize) -> Result<PacketChain, Error> {
-        self.check_take(n)?;
+        self.check_take(0, n)?;
         let mut chain = PacketChain::new();
         self.queue.take(n as u64, |p| chain.push(p));
         self.after_take(n);
@@ -668,12 +682,15 @@ impl PipeReader {
         Ok(chain)
     }
 
+    /// `skip` bytes and then a frame of `n` must lie within the last read buffer.
     #[inline]
-    fn check_take(&self, n: usize) -> Result<(), Error> {
+    fn check_take(&self, skip: usize, n: usize) -> Result<(), Error> {
         self.check_open()?;
         let len = self.last_len.ok_or(Error::AdvanceWithoutRead)?;
-        if n as u64 > len {
+        // Both within `len` and their sum too (checked without an overflowing add).
+        if n as u64 > len || skip as u64 > len - n as u64 {
             return Err(Error::FrameBeyondBuffer {
+                skip,
                 requested: n,
                 len: len as usize,
             });

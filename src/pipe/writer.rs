@@ -122,16 +122,21 @@ impl PipeWriter {
         }
     }
 
-    /// Stage a packet without copying it. Empty packets are ignored.
+    /// Stage a packet without copying it. Empty packets are ignored: they change nothing, not even
+    /// the space [`buffer_mut`](Self::buffer_mut) handed out.
     #[inline]
     pub fn append(&mut self, packet: impl Into<Packet>) -> Result<(), Error> {
         self.check_open()?;
+        let packet = packet.into();
+        if packet.is_empty() {
+            return Ok(());
+        }
         self.end_discarded_write();
         if self.reader_done {
             return Ok(());
         }
         self.seal_buf();
-        self.queue.push(packet.into());
+        self.queue.push(packet);
         // Bytes committed after this must come after the packet: ask for space again.
         self.handed_out = 0;
         Ok(())
@@ -158,13 +163,14 @@ impl PipeWriter {
             self.unpark();
             let fits =
                 matches!(&self.buf, WriteBuf::Active(b) if bytes::BufMut::remaining_mut(b) >= need);
-            if !fits {
+            // Nothing is rented once the reader is gone (the discard branch below serves it).
+            if !fits && !self.check_reader_done() {
+                // Rent first: a failed rent leaves the current buffer, and the space it handed
+                // out, as they were (a later `advance` still commits into it).
+                let rented = self.pool.rent(self.rent_size(need))?;
                 self.seal_buf();
                 self.drop_buf();
-                if !self.check_reader_done() {
-                    let rented = self.pool.rent(self.rent_size(need))?;
-                    self.buf = WriteBuf::Active(rented);
-                }
+                self.buf = WriteBuf::Active(rented);
             }
         }
         if self.reader_done {
@@ -616,7 +622,8 @@ impl PipeWriter {
         }
     }
 
-    /// Drop the write buffer, giving back the references counted in advance for its seals.
+    /// Drop the write buffer, giving back the references counted in advance for its seals. The
+    /// space `buffer_mut` handed out goes with it.
     #[inline]
     fn drop_buf(&mut self) {
         if let WriteBuf::Active(buf) = &self.buf {
@@ -624,6 +631,7 @@ impl PipeWriter {
         }
         debug_assert_eq!(self.seal_credits, 0, "credits outside an active buffer");
         self.buf = WriteBuf::None;
+        self.handed_out = 0;
     }
 
     /// Publish the staged bytes; whether there were any.
@@ -801,6 +809,7 @@ fn discard_scratch(len: usize) -> Result<Box<[u8]>, Error> {
     if len > crate::block::MAX_CAPACITY {
         return Err(Error::RequestTooLarge {
             requested: len,
+            headroom: 0,
             limit: crate::block::MAX_CAPACITY,
         });
     }

@@ -165,11 +165,15 @@ impl Pool {
         if size == 0 {
             return Err(Error::ZeroSizeRequest);
         }
-        let total = headroom.checked_add(size).ok_or(Error::RequestTooLarge {
-            requested: usize::MAX,
-            limit: MAX_CAPACITY,
-        })?;
-        let block = self.rent_block(total)?;
+        if headroom > 0 && (headroom > MAX_CAPACITY || size > MAX_CAPACITY - headroom) {
+            // Named as asked (the sum may not even fit a usize).
+            return Err(Error::RequestTooLarge {
+                requested: size,
+                headroom,
+                limit: MAX_CAPACITY,
+            });
+        }
+        let block = self.rent_block(headroom + size)?;
         Ok(PacketBuf::from_writer(block.into_writer(headroom)))
     }
 

@@ -165,7 +165,9 @@ impl ThreadCache {
         let cap = self.pool.config.max_thread_cache_bytes;
         let classes = self.pool.config.classes();
         let mut looked = 0;
-        while self.reserved + bytes > cap && looked < classes {
+        // Checked: with "unlimited" settings (a cap of usize::MAX) the sum may not fit.
+        let fits = |reserved: usize| reserved.checked_add(bytes).is_some_and(|sum| sum <= cap);
+        while !fits(self.reserved) && looked < classes {
             let victim = self.hand;
             self.hand = (self.hand + 1) % classes;
             looked += 1;
@@ -173,7 +175,7 @@ impl ThreadCache {
                 self.evict(victim);
             }
         }
-        if self.reserved + bytes > cap {
+        if !fits(self.reserved) {
             return false;
         }
         self.reserved += bytes;
