@@ -190,6 +190,10 @@ impl PipeWriter {
 
     /// Commit `n` bytes written into the space [`buffer_mut`](Self::buffer_mut) handed out.
     /// Errors if `n` is beyond that space (nothing is committed then).
+    ///
+    /// The space lasts until the writer's next write, append of a non-empty packet, flush or
+    /// completion, as a `GetMemory` span does in System.IO.Pipelines: after those, call
+    /// `buffer_mut` again. (A flush with nothing staged may leave it, but do not count on it.)
     #[inline]
     pub fn advance(&mut self, n: usize) -> Result<(), Error> {
         self.check_open()?;
