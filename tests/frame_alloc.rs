@@ -214,3 +214,35 @@ fn forwarding_frames_from_one_pipe_to_another_allocates_nothing_per_frame() {
         );
     }
 }
+
+#[test]
+fn decoding_1_mib_frames_as_chains_of_64_kib_segments_allocates_nothing_per_frame() {
+    // 17 segments per frame (its header and 1 MiB behind it, in 64 KiB reads): past the chain's 4
+    // inline segments, so each chain spills to a deque; dropped, the deque is reused.
+    let waker = Waker::from(Arc::new(NoopWake));
+    let mut cx = Context::from_waker(&waker);
+    let pool = Pool::new();
+    let (mut writer, reader) = pipe_with(
+        PipeOptions::new()
+            .pool(pool.clone())
+            .pause_threshold(4 << 20)
+            .resume_threshold(2 << 20),
+    );
+    let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
+    let size = 1 << 20;
+    let stream = wire(&pool, size);
+    let pieces: Vec<Packet> = (0..stream.len())
+        .step_by(64 << 10)
+        .map(|at| stream.slice(at..(at + (64 << 10)).min(stream.len())))
+        .collect();
+    let mut one_frame = || {
+        for piece in &pieces {
+            writer.append(piece.clone()).unwrap();
+        }
+        ready(writer.flush_pipe(), &mut cx).unwrap();
+        let chain = ready(frames.next(), &mut cx).unwrap().unwrap();
+        assert_eq!(chain.len(), size);
+        assert!(chain.segment_count() > 4, "{} segments", chain.segment_count());
+    };
+    assert_eq!(allocations_per_batch(&mut one_frame), 0);
+}
