@@ -812,3 +812,55 @@ fn the_tail_of_a_discarded_frame_is_not_a_frame_at_the_end_of_the_stream() {
     assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"ok"[..]);
     assert!(frames.next_blocking().is_none());
 }
+
+/// Run `f` on a thread; fail instead of hanging if it takes more than ten seconds.
+fn within_ten_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("did not finish within ten seconds")
+}
+
+#[test]
+fn forward_ends_with_the_readers_error_once_the_writer_knows_the_reader_completed() {
+    // Found by a review (2026-12-01): once the writer knew the reader was gone (here at its first
+    // write, which needs a block), its writes were discarded, nothing was left to flush, and
+    // nothing else ended the forward: with a stream always ready, it never returned.
+    let taken = within_ten_seconds(|| {
+        let (writer, mut reader) = pipe();
+        let mut out = FrameWriter::new(writer, LengthDelimited::new());
+        reader.complete_with_error(std::io::Error::other("parser failed"));
+        let mut taken = 0u64;
+        let items = futures::stream::iter(std::iter::from_fn(|| {
+            taken += 1;
+            Some(Ok::<_, FrameError>(&b"0123456789"[..]))
+        }));
+        let e = futures::executor::block_on(out.forward(items)).unwrap_err();
+        assert!(e.to_string().contains("reader completed"), "{e}");
+        taken
+    });
+    assert_eq!(
+        taken, 1,
+        "one item taken: the write that found the reader gone"
+    );
+}
+
+#[test]
+fn send_all_stops_taking_items_once_the_reader_has_completed() {
+    // Found by a review (2026-12-01): the batch never filled (the writes were discarded), so the
+    // whole iterator was encoded before the one flush that reported the completion.
+    let (writer, mut reader) = pipe();
+    let mut out = FrameWriter::new(writer, LengthDelimited::new());
+    reader.complete();
+    let mut taken = 0u64;
+    let items = std::iter::from_fn(|| {
+        taken += 1;
+        (taken <= 1_000_000).then_some(&b"abcdefgh"[..])
+    });
+    let result = futures::executor::block_on(out.send_all(items)).unwrap();
+    assert!(result.is_completed());
+    assert!(
+        taken <= 2,
+        "{taken} items taken from a send_all to a completed reader"
+    );
+}

@@ -252,3 +252,32 @@ fn dropping_the_connection_future_aborts_both_pipes() {
         assert_eq!(error.io_kind(), std::io::ErrorKind::ConnectionAborted);
     });
 }
+
+#[test]
+fn an_application_writer_completed_with_an_error_still_ends_the_peers_stream() {
+    // Found by a review (2026-12-01): the write side was not shut down after an error completion,
+    // so a peer reading to the end of the reply waited forever (and the connection with it).
+    run(async {
+        let (mut client, server) = socket_pair().await;
+        let (mut app, connection) = packetpipe::io::tokio::connection(server);
+        let connection = tokio::spawn(connection);
+        app.writer.write_slice(b"partial reply").unwrap();
+        app.writer
+            .complete_with_error(std::io::Error::other("application failed"));
+        let mut reply = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut reply))
+            .await
+            .expect("the peer saw the end of the stream")
+            .unwrap();
+        assert_eq!(reply, b"partial reply");
+        // The peer closes too; the connection ends, with the application's error.
+        drop(client);
+        let e = tokio::time::timeout(Duration::from_secs(10), connection)
+            .await
+            .expect("the connection ended")
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("application failed"), "{e}");
+        drop(app.reader);
+    });
+}

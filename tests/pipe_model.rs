@@ -1323,6 +1323,9 @@ impl Harness {
             assert_eq!(self.read_wakes.get(), 1, "a yield wakes its task once");
             self.read_wakes.reset();
             self.read_yielded = true;
+            // The yield is spent on the reader: the next `read_buffer()`, even a fresh future
+            // after this one is dropped (as here), does not yield again.
+            self.m.small_async_read = false;
             return false;
         }
         self.read_yielded = false;

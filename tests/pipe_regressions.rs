@@ -547,3 +547,32 @@ fn the_drain_pump_rejects_a_sink_that_reports_more_than_it_was_given() {
     // std's default `write_vectored` writes the first slice; nothing was consumed unwritten.
     assert_eq!(sink.0, b"seg1");
 }
+
+#[test]
+fn a_read_buffer_dropped_after_its_coalescing_yield_does_not_make_the_next_one_yield() {
+    // Found by a review (2026-12-01): in a `select!` loop whose other branch is always ready, the
+    // coalescing yield of each fresh `read_buffer()` let the other branch win every time, and the
+    // bytes already there were never taken.
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    let (mut writer, mut reader) = pipe();
+    let mut cx = Context::from_waker(Waker::noop());
+    writer.write_slice(b"a").unwrap();
+    writer.flush_blocking().unwrap();
+    // A small read: the next read_buffer() may yield once.
+    let Poll::Ready(Ok(read)) = pin!(reader.read_buffer()).poll(&mut cx) else {
+        panic!("the byte is there");
+    };
+    let len = read.buffer().len();
+    reader.advance_to(len, len).unwrap();
+    writer.write_slice(b"b").unwrap();
+    writer.flush_blocking().unwrap();
+    // The first fresh read yields (and is dropped, as `select!` drops the losing branch); the
+    // second takes the byte.
+    assert!(pin!(reader.read_buffer()).poll(&mut cx).is_pending());
+    let Poll::Ready(Ok(read)) = pin!(reader.read_buffer()).poll(&mut cx) else {
+        panic!("a read after a dropped yield takes the bytes at once");
+    };
+    assert_eq!(read.buffer().to_vec(), b"b");
+}

@@ -721,6 +721,9 @@ impl Harness {
                      1 wake), got {poll:?} with {woken} wakes"
                 ));
             }
+            // The yield is spent on the reader: the next read_buffer() (this future is dropped)
+            // takes the bytes without yielding again.
+            self.small_async_read = false;
             return;
         }
         let expect = self.expect_read(want);

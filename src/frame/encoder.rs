@@ -265,12 +265,14 @@ impl<E> FrameWriter<E> {
         Ok(self.writer.flush_blocking()?)
     }
 
-    /// Encode items until the batch is full or the items run out; whether they ran out.
+    /// Encode items until the batch is full, the items run out, or the writer learns that the
+    /// reader completed (its writes are discarded from then on, so the batch would never fill:
+    /// the flush that follows reports the completion); whether the items ran out.
     fn feed_batch<T>(&mut self, items: &mut impl Iterator<Item = T>) -> Result<bool, E::Error>
     where
         E: Encoder<T>,
     {
-        while self.writer.unflushed_len() < self.batch_bytes {
+        while self.writer.unflushed_len() < self.batch_bytes && !self.writer.is_reader_completed() {
             match items.next() {
                 Some(item) => self.feed(item)?,
                 None => return Ok(true),
@@ -438,7 +440,10 @@ where
                 Poll::Ready(Some(Ok(item))) => {
                     this.frame_writer.feed(item)?;
                     let writer = &this.frame_writer.writer;
-                    *this.flushing = writer.unflushed_len() >= this.frame_writer.batch_bytes;
+                    // A reader found completed while encoding: writes are discarded from here, so
+                    // flush now, which reports it (or its error) and ends the forward.
+                    *this.flushing = writer.unflushed_len() >= this.frame_writer.batch_bytes
+                        || writer.is_reader_completed();
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e.into())),
                 Poll::Ready(None) => {
@@ -446,7 +451,8 @@ where
                     *this.flushing = true;
                 }
                 Poll::Pending => {
-                    if this.frame_writer.writer.unflushed_len() == 0 {
+                    let writer = &this.frame_writer.writer;
+                    if writer.unflushed_len() == 0 && !writer.is_reader_completed() {
                         return Poll::Pending;
                     }
                     // Nothing more ready: publish the burst staged so far.

@@ -134,8 +134,11 @@ impl ConnectionState {
         if !self.output_done {
             if !self.drain.is_finished() {
                 if let Poll::Ready(Err(e)) = self.drain.poll(cx, &mut self.output, stream) {
+                    // Kept for the future's result; the write side is still shut down below, so
+                    // the peer sees the end of the output (after the bytes before the error)
+                    // rather than waiting for more. (After a socket write error the shutdown
+                    // fails too; its error is not the first, so it is dropped.)
                     self.error.get_or_insert(e);
-                    self.output_done = true;
                 }
             }
             if self.drain.is_finished() && !self.output_done {

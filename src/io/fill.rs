@@ -8,9 +8,10 @@
 //! An idle connection holds no pooled block: after a short read (the source is drained) the pump
 //! first waits for the source with a zero-byte read, as Kestrel does, and only then rents; a read
 //! that still finds nothing gives the rented block back before the pump sleeps. Sources whose
-//! zero-byte read waits for readiness (tokio's `TcpStream`, `UnixStream`, `DuplexStream`, and a
-//! `PipeReader`) never rent while idle; others return at once, so the pump rents, finds nothing
-//! and gives the block back.
+//! zero-byte read waits for readiness (tokio's `TcpStream`, `UnixStream`, `DuplexStream`) never
+//! rent while idle; others (a `PipeReader` among them: its zero-byte read returns at once, as
+//! tokio's `AsyncRead` convention allows) make the pump rent, find nothing and give the block
+//! back on each wake: no block is held while idle, but each wake costs a rent and a return.
 
 use std::io;
 use std::task::{Context, Poll};

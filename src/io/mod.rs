@@ -42,6 +42,7 @@
 //! |---|---|
 //! | the peer's end of stream (EOF) | the application's reader completes (after every byte) |
 //! | the application completes (or drops) its writer | the last bytes are written, the stream's write side is shut down |
+//! | the application completes its writer with an error | the bytes before it are written, the write side is shut down (the peer sees the end of the stream); the future returns the error |
 //! | a socket read error | the application's reader gets it, after the bytes before it |
 //! | a socket write error | the application's writer gets it on its next flush |
 //! | the application drops its reader | the pump stops reading the socket |

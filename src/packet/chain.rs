@@ -3,8 +3,8 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
-use std::ops::{Deref, DerefMut};
 use std::io::IoSlice;
+use std::ops::{Deref, DerefMut};
 
 use bytes::Buf;
 

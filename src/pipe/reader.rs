@@ -164,7 +164,8 @@ impl PipeReader {
     /// flushes on another worker adds more before this read takes them. Without it, two tasks
     /// on two workers trade small frames a few at a time, and every read pays for its wait and
     /// its wake (BENCHMARKS.md, "Async read coalescing"). A reader whose bytes are not there yet
-    /// does not yield (it waits as before), and a read that yielded does not yield again. The
+    /// does not yield (it waits as before), and a read that yielded does not yield again, nor does
+    /// the next `read_buffer` if that one was dropped after its yield (in a `select!`). The
     /// poll form ([`poll_read_buffer`](Self::poll_read_buffer)) and
     /// [`read_at_least`](Self::read_at_least) never yield.
     #[inline]
@@ -893,6 +894,10 @@ impl<'a> Future for Read<'a> {
         {
             let unseen = reader.queue.published_bytes().saturating_sub(seen);
             if unseen > 0 && unseen < SMALL_READ {
+                // Spent on the reader, not on this future: a read dropped after its yield (a
+                // `select!` whose other branch won) and made again must not yield again, or a
+                // loop of such reads would never take the bytes that are there.
+                reader.small_async_read = false;
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
