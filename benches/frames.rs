@@ -62,7 +62,7 @@ use cpu_time::{thread_cpu_time, ThreadCpuTime};
 use criterion::{criterion_group, criterion_main, Criterion};
 use futures::StreamExt;
 use packetpipe::frame::{Decoder, FrameError, Frames, LengthDelimited, Lines};
-use packetpipe::pipe::{pipe, pipe_with, PipeOptions};
+use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeWriter};
 use packetpipe::{Packet, PacketChain};
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec, LinesCodec};
@@ -232,7 +232,7 @@ fn memcpy_floor(stream: &Stream, buffer: &mut [u8]) {
 
 /// A batch of frames produced, then decoded, on one thread with the pipe (no runtime).
 struct PipeSync<D> {
-    writer: packetpipe::pipe::PipeWriter,
+    writer: PipeWriter,
     frames: Frames<D>,
     waker: Waker,
 }
@@ -250,47 +250,44 @@ where
         }
     }
 
+    /// Each 64 KiB piece copied in (`write_slice`, as a pump's socket read) and flushed, then
+    /// every complete frame taken out.
     fn batch(&mut self, stream: &Stream) {
-        let mut cx = Context::from_waker(&self.waker);
-        let mut got = 0;
-        for piece in stream.bytes.chunks(PIECE) {
-            self.writer.write_slice(piece).expect("write");
-            match pin!(self.writer.flush_pipe()).poll(&mut cx) {
-                Poll::Ready(result) => drop(result.expect("flush")),
-                Poll::Pending => panic!("no backpressure here"),
-            }
-            while let Poll::Ready(item) = self.frames.poll_next_unpin(&mut cx) {
-                let frame = item.expect("not ended").expect("a frame");
-                assert_eq!(black_box(frame).len(), stream.size);
-                got += 1;
-            }
-        }
+        let got: usize = stream
+            .bytes
+            .chunks(PIECE)
+            .map(|piece| self.feed(stream, |w| w.write_slice(piece).expect("write")))
+            .sum();
         assert_eq!(got, stream.frames);
     }
-}
 
-impl<D: Decoder<Error = FrameError>> PipeSync<D>
-where
-    D::Item: Len,
-{
     /// `batch` with the pieces appended (a reference each), not copied: the bytes are in memory
     /// already, as for `tokio_slice`.
     fn batch_appended(&mut self, stream: &Stream) {
-        let mut cx = Context::from_waker(&self.waker);
-        let mut got = 0;
-        for piece in &stream.pieces {
-            self.writer.append(piece.clone()).expect("append");
-            match pin!(self.writer.flush_pipe()).poll(&mut cx) {
-                Poll::Ready(result) => drop(result.expect("flush")),
-                Poll::Pending => panic!("no backpressure here"),
-            }
-            while let Poll::Ready(item) = self.frames.poll_next_unpin(&mut cx) {
-                let frame = item.expect("not ended").expect("a frame");
-                assert_eq!(black_box(frame).len(), stream.size);
-                got += 1;
-            }
-        }
+        let got: usize = stream
+            .pieces
+            .iter()
+            .map(|piece| self.feed(stream, |w| w.append(piece.clone()).expect("append")))
+            .sum();
         assert_eq!(got, stream.frames);
+    }
+
+    /// Stage a piece with `stage`, flush, take every complete frame; returns how many.
+    #[inline(always)]
+    fn feed(&mut self, stream: &Stream, stage: impl FnOnce(&mut PipeWriter)) -> usize {
+        let mut cx = Context::from_waker(&self.waker);
+        stage(&mut self.writer);
+        match pin!(self.writer.flush_pipe()).poll(&mut cx) {
+            Poll::Ready(result) => drop(result.expect("flush")),
+            Poll::Pending => panic!("no backpressure here"),
+        }
+        let mut got = 0;
+        while let Poll::Ready(item) = self.frames.poll_next_unpin(&mut cx) {
+            let frame = item.expect("not ended").expect("a frame");
+            assert_eq!(black_box(frame).len(), stream.size);
+            got += 1;
+        }
+        got
     }
 }
 
