@@ -145,6 +145,11 @@ impl PipeWriter {
     /// Writable space of at least `size_hint` bytes (and at least one) in a pooled buffer. Write
     /// into it, then [`advance`](Self::advance) by the number of bytes written.
     ///
+    /// The space is never uninitialized memory, but it is not cleared either: it holds whatever
+    /// the block held before (zeros, or an earlier renter's bytes, unless the pool was built with
+    /// [`clear_on_return`](crate::PoolBuilder::clear_on_return)). Advance only over bytes you
+    /// wrote.
+    ///
     /// ```
     /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
     /// let space = writer.buffer_mut(4)?;
