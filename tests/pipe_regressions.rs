@@ -576,3 +576,41 @@ fn a_read_buffer_dropped_after_its_coalescing_yield_does_not_make_the_next_one_y
     };
     assert_eq!(read.buffer().to_vec(), b"b");
 }
+
+#[test]
+fn a_slow_writer_feeding_a_waiting_reader_keeps_one_block_not_one_per_flush() {
+    // Found by a review (2026-12-01): the reader sent the writer's partly used block home each
+    // time it went to wait, although its unconsumed bytes kept that block alive; the writer then
+    // rented a new block for the next byte. A sender trickling a large request held a block per
+    // read (1,000 one-byte flushes: 1,000 blocks, 4 MB).
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let pool = one_pool();
+    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let mut cx = Context::from_waker(Waker::noop());
+    for i in 0..1000 {
+        // The reader waits for a 10,000-byte frame (it goes to sleep each time)...
+        assert!(std::pin::pin!(reader.read_at_least(10_000))
+            .poll(&mut cx)
+            .is_pending());
+        // ... and the writer brings one byte more.
+        writer.write_slice(&[i as u8]).unwrap();
+        writer.flush_blocking().unwrap();
+    }
+    let stats = pool.stats();
+    assert!(
+        stats.outstanding <= 2,
+        "{} blocks ({} bytes) held for 1,000 bytes",
+        stats.outstanding,
+        stats.outstanding_bytes
+    );
+    // Consumed, and the reader waits again: the writer's block goes home (an idle pipe holds none).
+    let Poll::Ready(Ok(read)) = std::pin::pin!(reader.read_buffer()).poll(&mut cx) else {
+        panic!("1,000 bytes are there");
+    };
+    let len = read.buffer().len();
+    assert_eq!(len, 1000);
+    reader.advance_to(len, len).unwrap();
+    assert!(std::pin::pin!(reader.read_buffer()).poll(&mut cx).is_pending());
+    assert_eq!(pool.stats().outstanding, 0, "an idle pipe holds no block");
+}

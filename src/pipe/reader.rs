@@ -357,9 +357,15 @@ impl PipeReader {
                 self.lifting = true;
                 self.state.waits.writer.wake();
             }
-            // About to sleep: send the writer's parked block home, so an idle pipe holds none
-            // (the writer rents a fresh one if it writes again).
-            self.queue.release_parked_tail();
+            // About to sleep with everything consumed: send the writer's parked block home, so an
+            // idle pipe holds none (the writer rents a fresh one if it writes again). Not while
+            // unconsumed bytes wait (a partial frame): they keep their block alive anyway, and
+            // taking the writer's tail away would make it rent a new block for every read that
+            // brings a few more bytes, each pinned by those few (a slow sender would make the
+            // pipe hold a block per read).
+            if self.queue.available() == 0 {
+                self.queue.release_parked_tail();
+            }
             self.state.waits.reader.register(cx.waker());
             // MUTANT no_recheck (test-only, `--cfg packetpipe_mutant="no_recheck"`): sleep right
             // after registering, without checking again; a flush in between is never seen.
