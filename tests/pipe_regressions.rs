@@ -611,6 +611,64 @@ fn a_slow_writer_feeding_a_waiting_reader_keeps_one_block_not_one_per_flush() {
     let len = read.buffer().len();
     assert_eq!(len, 1000);
     reader.advance_to(len, len).unwrap();
-    assert!(std::pin::pin!(reader.read_buffer()).poll(&mut cx).is_pending());
+    assert!(std::pin::pin!(reader.read_buffer())
+        .poll(&mut cx)
+        .is_pending());
     assert_eq!(pool.stats().outstanding, 0, "an idle pipe holds no block");
+}
+
+#[test]
+fn a_peers_interrupted_error_does_not_make_std_helpers_retry_for_ever() {
+    // Found by a review (2026-12-01): the error is returned again by every later call, and std's
+    // `read_to_end` / `write_all` retry `Interrupted`, so they spun at full CPU for ever.
+    use std::io::{ErrorKind, Read, Write};
+    let got = within_a_minute(|| {
+        let (mut writer, mut reader) = pipe();
+        writer.write_slice(b"before").unwrap();
+        writer.complete_with_error(std::io::Error::new(ErrorKind::Interrupted, "signal"));
+        let mut bytes = Vec::new();
+        let e = reader.read_to_end(&mut bytes).unwrap_err();
+        (bytes, e.kind(), e.to_string())
+    });
+    assert_eq!(got.0, b"before");
+    assert_eq!(got.1, ErrorKind::Other);
+    assert!(got.2.contains("signal"), "{}", got.2);
+
+    let kind = within_a_minute(|| {
+        let (mut writer, mut reader) = pipe();
+        reader.complete_with_error(std::io::Error::new(ErrorKind::Interrupted, "signal"));
+        writer
+            .write_all(&[7; 100_000])
+            .and_then(|()| writer.flush())
+            .unwrap_err()
+            .kind()
+    });
+    assert_eq!(kind, ErrorKind::Other);
+}
+
+#[test]
+fn a_canceled_frame_read_is_not_interrupted_as_an_io_error() {
+    let e = std::io::Error::from(packetpipe::frame::FrameError::Canceled);
+    assert_eq!(e.kind(), std::io::ErrorKind::Other);
+}
+
+#[test]
+fn bufmut_writes_after_the_reader_is_gone_reuse_one_scratch() {
+    // Found by a review (2026-12-01): `chunk_mut` asks for one byte, and each call allocated a
+    // fresh one-byte scratch for the discarded bytes (8 MiB of `put_slice`: 8 million
+    // allocations, 100x slower than with a live reader).
+    use bytes::BufMut;
+    let (mut writer, reader) = pipe();
+    drop(reader);
+    writer.write_slice(b"x").unwrap(); // the writer learns that the reader is gone
+    let data = vec![5u8; 1 << 20];
+    writer.put_slice(&data); // warm: the scratch exists
+    let before = counting_alloc::allocations();
+    writer.put_slice(&data);
+    writer.put_slice(&data);
+    let allocations = counting_alloc::allocations() - before;
+    assert!(
+        allocations <= 1,
+        "{allocations} allocations for 2 MiB of discarded writes"
+    );
 }

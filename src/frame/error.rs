@@ -121,7 +121,8 @@ impl From<FrameError> for std::io::Error {
             | FrameError::DelimiterNotFound { .. }
             | FrameError::InvalidUtf8 { .. } => ErrorKind::InvalidData,
             FrameError::BytesRemaining { .. } => ErrorKind::UnexpectedEof,
-            FrameError::Canceled => ErrorKind::Interrupted,
+            // Not `Interrupted`: std's helpers retry that kind (see the `io` module's errors).
+            FrameError::Canceled => ErrorKind::Other,
         };
         std::io::Error::new(kind, err)
     }

@@ -7,10 +7,13 @@
 //!   examined yet (flushed or staged) have reached the pause threshold: then it publishes and waits
 //!   like a flush first, so memory stays bounded even if the caller never flushes.
 //! - Errors: a peer's completion error comes out as that error itself (its kind, message and
-//!   source), as if the socket behind the pipe had returned it; a read or flush cut short by a
-//!   [`PipeCanceler`](crate::pipe::PipeCanceler) is an error of kind `Other` (not `Interrupted`,
-//!   which `std::io::copy` and `read_exact` would silently retry); a write, or a flush with bytes
-//!   to publish, after the reader completed is `BrokenPipe` (or the reader's error).
+//!   source), as if the socket behind the pipe had returned it, except that a peer's `Interrupted`
+//!   comes out as `Other` wrapping it; a read or flush cut short by a
+//!   [`PipeCanceler`](crate::pipe::PipeCanceler) is an error of kind `Other` too. (Not
+//!   `Interrupted`, which `std::io::copy`, `read_exact` and `write_all` retry: the error here is
+//!   returned again by every later call, so they would spin for ever.) A write or a flush after
+//!   the reader completed is `BrokenPipe` (or the reader's error), whether or not there are bytes
+//!   to publish.
 
 use std::io::{self, BufRead, IoSlice, Read, Write};
 use std::task::{ready, Context, Poll};
@@ -22,7 +25,15 @@ use crate::pipe::{block_on, PipeReader, PipeWriter};
 /// converted with its [`Error::io_kind`].
 pub(crate) fn io_error(error: Error) -> io::Error {
     match error {
-        Error::Peer { source, .. } | Error::Io { source } => source.to_io_error(),
+        Error::Peer { source, .. } | Error::Io { source } => {
+            let error = source.to_io_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                // Here it is permanent (every later call returns it again), and std's helpers
+                // retry `Interrupted` for ever: kind `Other`, wrapping it.
+                return io::Error::other(error);
+            }
+            error
+        }
         error => error.into(),
     }
 }

@@ -163,7 +163,8 @@ impl PipeWriter {
     pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
         let need = size_hint.max(1);
-        self.end_discarded_write();
+        // (No `end_discarded_write` here: a discard buffer exists only once the reader is known
+        // gone, and the branch below reuses or replaces it.)
         if !self.reader_done {
             self.unpark();
             let fits =
@@ -179,10 +180,13 @@ impl PipeWriter {
             }
         }
         if self.reader_done {
-            // The reader is gone: rent nothing, hand out scratch space that the next call frees.
-            // Requests no buffer could serve fail as they would with a live reader.
-            self.drop_buf();
-            self.buf = WriteBuf::Discard(discard_scratch(need)?);
+            // The reader is gone: rent nothing, hand out scratch space, reused while it is large
+            // enough (a `BufMut` asks for one byte at a time: a scratch per call allocated once
+            // per byte). Requests no buffer could serve fail as they would with a live reader.
+            if !matches!(&self.buf, WriteBuf::Discard(scratch) if scratch.len() >= need) {
+                self.drop_buf();
+                self.buf = WriteBuf::Discard(discard_scratch(need.max(DISCARD_SCRATCH))?);
+            }
         }
         let space = match &mut self.buf {
             WriteBuf::Active(buf) => buf.spare_mut(),
@@ -811,6 +815,9 @@ impl std::fmt::Debug for Flush<'_> {
         f.write_str("Flush")
     }
 }
+
+/// Smallest scratch a discarded write gets (reused by the writes that follow).
+const DISCARD_SCRATCH: usize = 16 << 10;
 
 /// Scratch space of `len` bytes for a write the reader will never see: the same limit and the
 /// same allocation failure as a live reader's `buffer_mut` (an error, never an abort).
