@@ -289,9 +289,14 @@ fn parse_options() -> Result<Options, String> {
         measure: Duration::from_secs(2),
         repeats: 3,
     };
+    // Counts of at least 1: 0 connections or 0 outstanding requests measure nothing (and 0
+    // outstanding would wait for an echo of nothing).
     let list = |v: &str| -> Result<Vec<usize>, String> {
         v.split(',')
-            .map(|n| n.parse().map_err(|_| format!("not a number: {n}")))
+            .map(|n| match n.parse() {
+                Ok(0) | Err(_) => Err(format!("not a count of at least 1: {n}")),
+                Ok(n) => Ok(n),
+            })
             .collect()
     };
     let seconds = |v: &str| -> Result<Duration, String> {
@@ -305,10 +310,17 @@ fn parse_options() -> Result<Options, String> {
         match flag.as_str() {
             "--connections" => options.connections = list(&value)?,
             "--outstanding" => options.outstanding = list(&value)?,
-            "--size" => options.size = value.parse().map_err(|_| "bad --size")?,
+            // The echo servers take frames of up to 1 MiB.
+            "--size" => match value.parse() {
+                Ok(size) if size <= 1 << 20 => options.size = size,
+                _ => return Err(format!("--size {value}: 0 to 1048576 bytes")),
+            },
             "--seconds" => options.measure = seconds(&value)?,
             "--warmup" => options.warmup = seconds(&value)?,
-            "--repeats" => options.repeats = value.parse().map_err(|_| "bad --repeats")?,
+            "--repeats" => match value.parse() {
+                Ok(repeats) if repeats > 0 => options.repeats = repeats,
+                _ => return Err(format!("--repeats {value}: at least 1")),
+            },
             _ => return Err(format!("unknown option {flag}")),
         }
     }

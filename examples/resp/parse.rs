@@ -233,7 +233,14 @@ where
     if count as u64 > (max_request / 6) as u64 {
         return fatal("ERR Protocol error: invalid multibulk length");
     }
-    for _ in 0..count {
+    for i in 0..count as usize {
+        // An incomplete request asks for at least 6 bytes per element still to come: a request
+        // of many small elements arriving in pieces is then parsed again a logarithmic number of
+        // times, not once per piece (which made its parse quadratic).
+        let at_least = scan.pos() + 6 * (count as usize - i);
+        let more = Parsed::Incomplete {
+            need: at_least.max(available + 1),
+        };
         match scan.next() {
             None => return more,
             Some(b'$') => {}
@@ -262,12 +269,16 @@ where
                 "ERR Protocol error: request larger than {max_request} bytes"
             ));
         }
+        // This element's data and CRLF, and 6 bytes for each element after it.
+        let rest = Parsed::Incomplete {
+            need: end + 2 + 6 * (count as usize - i - 1),
+        };
         if !scan.skip(len as usize) {
-            return Parsed::Incomplete { need: end + 2 };
+            return rest;
         }
         match (scan.next(), scan.next()) {
             (Some(b'\r'), Some(b'\n')) => {}
-            (None, _) | (Some(b'\r'), None) => return Parsed::Incomplete { need: end + 2 },
+            (None, _) | (Some(b'\r'), None) => return rest,
             (_, last) => {
                 return scan.invalid(
                     "ERR Protocol error: expected CRLF after bulk data",
