@@ -17,11 +17,12 @@
 //! - inline: any other first byte starts a line, split on spaces, tabs and `\r` (no quoting); an
 //!   empty line is an empty request.
 //!
-//! Unlike Redis, which closes the connection on any protocol error, a malformed header or a
-//! missing CRLF after bulk data is recoverable: the bytes up to the end of the offending line are
-//! discarded (once that end has arrived) and the client gets `-ERR Protocol error: ...`. Only a request larger than the
-//! configured maximum (a bulk length, an element count or an inline line that cannot fit) is
-//! fatal, as in Redis.
+//! Unlike Redis, which closes the connection on any protocol error, a malformed header is
+//! recoverable: the bytes up to the end of the offending line are discarded (once that end has
+//! arrived) and the client gets `-ERR Protocol error: ...`. Bulk data not followed by CRLF is such
+//! an error here; Redis 7.0 does not check those two bytes (it skips them). Only a request larger
+//! than the configured maximum (a bulk length, an element count or an inline line that cannot fit)
+//! is fatal, as in Redis.
 
 use std::ops::Range;
 
