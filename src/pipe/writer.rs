@@ -564,7 +564,6 @@ impl PipeWriter {
         };
         if unused {
             self.drop_buf();
-            self.handed_out = 0;
         }
     }
 
@@ -759,7 +758,6 @@ impl PipeWriter {
             self.reader_done = true;
             self.unpark();
             self.drop_buf();
-            self.handed_out = 0;
             self.queue.discard_staged();
         }
     }

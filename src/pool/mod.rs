@@ -165,7 +165,7 @@ impl Pool {
         if size == 0 {
             return Err(Error::ZeroSizeRequest);
         }
-        if headroom > 0 && (headroom > MAX_CAPACITY || size > MAX_CAPACITY - headroom) {
+        if headroom > 0 && size > MAX_CAPACITY.saturating_sub(headroom) {
             // Named as asked (the sum may not even fit a usize).
             return Err(Error::RequestTooLarge {
                 requested: size,
