@@ -17,6 +17,8 @@
 //! - `flush_unpaused`: an 8-byte `write_slice` then a flush that does not pause (the reader keeps up).
 //! - `decode_length_delimited`: one 64-byte frame (4-byte header) through `Frames<LengthDelimited>`
 //!   (`next_blocking`), the writer staging and flushing each frame.
+//! - `decode_lines`: one 64-byte line (63 characters and `\n`) through `Frames<Lines>`, the same
+//!   way.
 //!
 //! Run without arguments (as `cargo bench` does), it prints how to use it and exits.
 
@@ -24,16 +26,17 @@ use std::hint::black_box;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use packetpipe::frame::{Frames, LengthDelimited};
+use packetpipe::frame::{Frames, LengthDelimited, Lines};
 use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeReader, PipeWriter};
 use packetpipe::Pool;
 
-const PATHS: [&str; 5] = [
+const PATHS: [&str; 6] = [
     "rent_return",
     "append_read_advance",
     "write_flush_read_advance",
     "flush_unpaused",
     "decode_length_delimited",
+    "decode_lines",
 ];
 
 fn read_advance(reader: &mut PipeReader) {
@@ -104,7 +107,24 @@ fn run(path: &str, n: usize) {
                 assert_eq!(packet.len(), 60);
             }
         }
+        "decode_lines" => decode_lines(n),
         _ => unreachable!("checked by the caller"),
+    }
+}
+
+/// `decode_lines`, out of line so that adding it left the other paths' code (and counts) as they
+/// were.
+#[inline(never)]
+fn decode_lines(n: usize) {
+    let (mut writer, reader) = pipe();
+    let mut frames = Frames::new(reader, Lines::new());
+    let mut line = vec![b'x'; 63];
+    line.push(b'\n');
+    for _ in 0..n {
+        writer.write_slice(black_box(&line)).expect("write");
+        flush(&mut writer);
+        let line = frames.next_blocking().expect("a line").expect("decoded");
+        assert_eq!(line.len(), 63);
     }
 }
 

@@ -1,9 +1,10 @@
 //! Differential tests of the frame module against tokio-util 0.7 (issue 8, item 2): the same byte
 //! stream, cut at random segment boundaries (1 byte to 64 KiB), through `Frames<LengthDelimited>`
 //! and `FramedRead<_, LengthDelimitedCodec>` with random builder settings, `Frames<Lines>` and
-//! `FramedRead<_, LinesCodec>`, `Frames<Delimited>` and `FramedRead<_, AnyDelimiterCodec>`: the same
-//! frames, and the same errors (kind) at the same point. The encoders are compared too: the same
-//! bytes out, or the same error.
+//! `FramedRead<_, LinesCodec>`, `Frames<Delimited>` (one delimiter, and `any_of` a set of them with
+//! a sequence writer) and `FramedRead<_, AnyDelimiterCodec>`, `Frames<Passthrough>` and
+//! `FramedRead<_, BytesCodec>`: the same frames, and the same errors (class and `io::ErrorKind`) at
+//! the same point. The encoders are compared too: the same bytes out, or the same error.
 //!
 //! tokio-util reads each segment through an `AsyncRead` that hands out one segment (or as much of
 //! it as fits its buffer) per read. Our side gets each segment appended to the pipe and flushed,
@@ -144,7 +145,7 @@ proptest! {
             };
             prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "frame {} of {} bytes: {:?} vs {:?}", i, len, ours, theirs);
             if let (Err(ours), Err(theirs)) = (ours, theirs) {
-                prop_assert_eq!(self::ours(&ours), tokio_io(&theirs));
+                prop_assert_eq!(self::ours(ours), tokio_io(&theirs));
             }
         }
         out.into_inner().complete();
@@ -167,6 +168,7 @@ fn text() -> impl Strategy<Value = Vec<u8>> {
             1 => Just("\u{1f980}".as_bytes().to_vec()),
             1 => Just(vec![0xff]),
             1 => Just(b",".to_vec()),
+            1 => Just(b";".to_vec()),
         ],
         0..120,
     )
@@ -192,6 +194,29 @@ proptest! {
         sizes in segment_sizes(),
     ) {
         check_delimited(&text, max, &sizes);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn delimited_any_of_matches_tokio_util_any_delimiter(
+        text in text(),
+        seek in 0..SEEK_SETS.len(),
+        writer in 0..SEQUENCE_WRITERS.len(),
+        max in prop::option::weighted(0.6, 0usize..24),
+        sizes in segment_sizes(),
+    ) {
+        check_delimited_any(&text, SEEK_SETS[seek], SEQUENCE_WRITERS[writer], max, &sizes);
+    }
+
+    #[test]
+    fn passthrough_matches_tokio_util_bytes_codec(
+        bytes in prop::collection::vec(any::<u8>(), 0..1500),
+        sizes in segment_sizes(),
+    ) {
+        check_passthrough(&bytes, &sizes);
     }
 }
 

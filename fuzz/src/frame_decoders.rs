@@ -7,63 +7,84 @@
 //! The same byte stream, cut into segments, goes through `Frames<D>` over a pipe (each segment
 //! appended and flushed, the stream polled until it waits, then the writer completed) and through
 //! `FramedRead<_, Codec>` over an `AsyncRead` that hands out one segment per read; the outcomes
-//! (frames, and errors by kind) must be the same, at the same point.
+//! (frames, and errors by class) must be the same, at the same point, and every error must convert
+//! to the `io::ErrorKind` tokio-util gives for it (one documented exception: the end of the stream
+//! inside a frame). Codecs: `LengthDelimited` (packets and chains) against `LengthDelimitedCodec`,
+//! `Lines` against `LinesCodec`, `Delimited` (one delimiter, and `any_of` a set with a sequence
+//! writer) against `AnyDelimiterCodec`, `Passthrough` against `BytesCodec`; the encoders of the
+//! last two are compared on the same input too.
 #![allow(dead_code)] // each driver uses part of it
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use std::io::ErrorKind;
+
+use bytes::BytesMut;
 use futures::StreamExt;
-use packetpipe::frame::{Delimited, FrameError, Frames, LengthDelimited, Lines};
+use packetpipe::frame::{
+    Delimited, FrameError, FrameWriter, Frames, LengthDelimited, Lines, Passthrough,
+};
 use packetpipe::pipe::{pipe_with, PipeOptions};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::codec::{
-    AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead, LengthDelimitedCodec, LinesCodec,
-    LinesCodecError,
+    AnyDelimiterCodec, AnyDelimiterCodecError, BytesCodec, Encoder as _, FramedRead,
+    LengthDelimitedCodec, LinesCodec, LinesCodecError,
 };
 
-/// One thing a stream yielded.
+/// One thing a stream yielded (or an encoder answered).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Frame(Vec<u8>),
-    /// A length field above the maximum.
+    /// A length field above the maximum (`InvalidData`).
     TooBig,
-    /// A length field that overflows with the adjustment.
+    /// An item to encode above the maximum (`InvalidInput`).
+    ItemTooBig,
+    /// A length field that overflows with the adjustment (`InvalidInput`, decoding and encoding).
     Overflow,
     /// The stream ended inside a frame.
     Remaining,
     /// No delimiter within the maximum length.
     TooLong,
-    /// A line that is not UTF-8.
+    /// A line that is not UTF-8 (`InvalidData`).
     Utf8,
 }
 
-pub fn ours(err: &FrameError) -> Outcome {
-    match err {
-        FrameError::FrameTooLong { .. } => Outcome::TooBig,
-        FrameError::LengthOverflow { .. } => Outcome::Overflow,
-        FrameError::BytesRemaining { .. } => Outcome::Remaining,
-        FrameError::DelimiterNotFound { .. } => Outcome::TooLong,
-        FrameError::InvalidUtf8 { .. } => Outcome::Utf8,
+/// Our error's class, after checking that it converts to the `io::ErrorKind` tokio-util gives for
+/// the same failure (for `Remaining`, the documented `UnexpectedEof` where tokio-util says
+/// `Other`).
+pub fn ours(err: FrameError) -> Outcome {
+    let (outcome, kind) = match &err {
+        FrameError::FrameTooLong { .. } => (Outcome::TooBig, ErrorKind::InvalidData),
+        FrameError::ItemTooLong { .. } => (Outcome::ItemTooBig, ErrorKind::InvalidInput),
+        FrameError::LengthOverflow { .. } => (Outcome::Overflow, ErrorKind::InvalidInput),
+        FrameError::BytesRemaining { .. } => (Outcome::Remaining, ErrorKind::UnexpectedEof),
+        FrameError::DelimiterNotFound { .. } => (Outcome::TooLong, ErrorKind::InvalidData),
+        FrameError::InvalidUtf8 { .. } => (Outcome::Utf8, ErrorKind::InvalidData),
         other => panic!("unexpected error {other:?}"),
-    }
+    };
+    let io = std::io::Error::from(err);
+    assert_eq!(io.kind(), kind, "the io::ErrorKind of {io}");
+    outcome
 }
 
+/// tokio-util's error's class, by its message and its kind (so a kind that differs from ours is a
+/// different outcome).
 pub fn tokio_io(err: &std::io::Error) -> Outcome {
-    if err
-        .get_ref()
-        .is_some_and(|e| e.to_string() == "frame size too big")
-    {
-        Outcome::TooBig
-    } else if err.to_string() == "provided length would overflow after adjustment" {
-        Outcome::Overflow
-    } else if err.to_string() == "bytes remaining on stream" {
-        Outcome::Remaining
-    } else if err.to_string() == "Unable to decode input as UTF8" {
-        Outcome::Utf8
-    } else {
-        panic!("unexpected tokio-util error {err:?}")
+    let message = err.to_string();
+    match (message.as_str(), err.kind()) {
+        ("frame size too big", ErrorKind::InvalidData) => Outcome::TooBig,
+        ("frame size too big", ErrorKind::InvalidInput) => Outcome::ItemTooBig,
+        ("provided length would overflow after adjustment", ErrorKind::InvalidInput) => {
+            Outcome::Overflow
+        }
+        ("bytes remaining on stream", ErrorKind::Other) => Outcome::Remaining,
+        ("Unable to decode input as UTF8", ErrorKind::InvalidData) => Outcome::Utf8,
+        _ => panic!(
+            "unexpected tokio-util error {err:?} (kind {:?})",
+            err.kind()
+        ),
     }
 }
 
@@ -239,7 +260,7 @@ where
                 }
                 Poll::Ready(Some(Ok(frame))) => out.push(Outcome::Frame(frame.bytes())),
                 Poll::Ready(Some(Err(e))) => {
-                    out.push(ours(&e));
+                    out.push(ours(e));
                     errors += 1;
                 }
                 Poll::Ready(None) => {
@@ -394,27 +415,141 @@ pub fn check_delimited(text: &[u8], max: Option<usize>, sizes: &[usize]) {
     assert_eq!(got, expected, "max {max:?}");
 }
 
+/// Seek sets and sequence writers for `Delimited::any_of` (by index in the fuzz input).
+pub const SEEK_SETS: [&[u8]; 4] = [b",;\n\r", b",", b"\n\r", b";x"];
+pub const SEQUENCE_WRITERS: [&[u8]; 4] = [b",", b";--;", b"", b"\r\n"];
+
+/// Compare `Frames<Delimited::any_of>` with `AnyDelimiterCodec` on a set of delimiters and a
+/// sequence writer (resuming after errors); then encode the decoded frames that are text with both
+/// (`AnyDelimiterCodec` encodes `&str`) and compare the bytes.
+pub fn check_delimited_any(
+    text: &[u8],
+    seek: &[u8],
+    writer: &[u8],
+    max: Option<usize>,
+    sizes: &[usize],
+) {
+    let max = max.unwrap_or(usize::MAX);
+    let codec = AnyDelimiterCodec::new_with_max_length(seek.to_vec(), writer.to_vec(), max);
+    let expected = run_tokio(
+        segments(text, sizes),
+        codec.clone(),
+        true,
+        any_delimiter_error,
+    );
+    let ours = Delimited::any_of(seek, writer, max);
+    let got = run_ours(segments(text, sizes), ours.clone(), true);
+    assert_eq!(
+        got, expected,
+        "seek {seek:?}, writer {writer:?}, max {max:?}"
+    );
+
+    let chunks: Vec<&str> = expected
+        .iter()
+        .filter_map(|o| match o {
+            Outcome::Frame(f) => std::str::from_utf8(f).ok(),
+            _ => None,
+        })
+        .collect();
+    let mut codec = codec;
+    let mut theirs = BytesMut::new();
+    for chunk in &chunks {
+        codec
+            .encode(*chunk, &mut theirs)
+            .expect("AnyDelimiterCodec encodes any text");
+    }
+    let (pipe_writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let mut out = FrameWriter::new(pipe_writer, ours);
+    for (i, chunk) in chunks.iter().enumerate() {
+        // The copying path (`&str`, `&[u8]`) and the zero-copy one (`Packet`) in turn.
+        match i % 3 {
+            0 => out.feed(*chunk).unwrap(),
+            1 => out.feed(chunk.as_bytes()).unwrap(),
+            _ => out
+                .feed(packetpipe::Packet::from(chunk.as_bytes().to_vec()))
+                .unwrap(),
+        }
+    }
+    out.into_inner().complete();
+    let encoded = reader.read_blocking().unwrap().buffer().to_vec();
+    assert_eq!(encoded, theirs.to_vec(), "encoding, writer {writer:?}");
+}
+
+/// Compare `Frames<Passthrough>` with `FramedRead<_, BytesCodec>`: the same bytes, ending without
+/// an error; ours yields exactly the pipe's segments (tokio-util's cuts follow its reads). Then
+/// encode the segments with both and compare the bytes.
+pub fn check_passthrough(bytes: &[u8], sizes: &[usize]) {
+    let cut = segments(bytes, sizes);
+    // Within the outcomes compared (one frame per segment, or more for tokio-util's reads).
+    assert!(bytes.len() < MAX_OUTCOMES, "{} bytes", bytes.len());
+    let theirs = run_tokio(cut.clone(), BytesCodec::new(), false, |e| tokio_io(&e));
+    let got = run_ours(cut.clone(), Passthrough, false);
+    let frames = |outcomes: &[Outcome]| -> Vec<u8> {
+        outcomes
+            .iter()
+            .flat_map(|o| match o {
+                Outcome::Frame(f) => {
+                    assert!(!f.is_empty(), "an empty frame");
+                    f.clone()
+                }
+                other => panic!("passthrough yielded {other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(frames(&got), frames(&theirs));
+    assert_eq!(frames(&got), bytes);
+    let expected: Vec<Outcome> = cut.iter().cloned().map(Outcome::Frame).collect();
+    assert_eq!(got, expected, "one frame per segment");
+
+    let mut codec = BytesCodec::new();
+    let mut encoded = BytesMut::new();
+    let (pipe_writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let mut out = FrameWriter::new(pipe_writer, Passthrough);
+    for (i, segment) in cut.iter().enumerate() {
+        codec
+            .encode(bytes::Bytes::from(segment.clone()), &mut encoded)
+            .unwrap();
+        match i % 3 {
+            0 => out.feed(&segment[..]).unwrap(),
+            1 => out.feed(bytes::Bytes::from(segment.clone())).unwrap(),
+            _ => out.feed(packetpipe::Packet::from(segment.clone())).unwrap(),
+        }
+    }
+    out.into_inner().complete();
+    let result = reader.read_blocking().unwrap();
+    assert_eq!(result.buffer().to_vec(), encoded.to_vec());
+}
+
 /// The fuzz target's input decoder (stable, so committed inputs keep their meaning):
 ///
-/// - byte 0: the decoder: `% 3` = 0 LengthDelimited (packets and chains), 1 Lines, 2 Delimited;
+/// - byte 0: the decoder: `% 5` = 0 LengthDelimited (packets and chains), 1 Lines, 2 Delimited,
+///   3 Delimited::any_of, 4 Passthrough;
 /// - LengthDelimited, bytes 1-5: field length (1, 2, 3, 4, 8 by `% 5`), offset (`% 3`),
 ///   adjustment (`i8 % 7`), `num_skip` (`Some(b >> 1 % 12)` if bit 0, little endian if bit 7),
 ///   maximum frame length (0: none, 255: 70,000, else `2 b`); Lines and Delimited, byte 1: the
-///   maximum length (0: none, else `b % 24`);
+///   maximum length (0: none, else `b % 24`); Delimited::any_of, bytes 1-3: the maximum length
+///   (as Delimited), the seek set ([`SEEK_SETS`], `% 4`), the sequence writer
+///   ([`SEQUENCE_WRITERS`], `% 4`); Passthrough: none;
 /// - then a count byte (`1 + b % 7` segment sizes) and that many sizes (`1 + b`), cycled;
 /// - the rest: the stream.
 pub fn run(data: &[u8]) {
     let mut input = data.iter().copied();
     let mut next = || input.next().unwrap_or(0);
-    let mode = next() % 3;
+    let mode = next() % 5;
     let settings: Vec<u8> = match mode {
         0 => (0..5).map(|_| next()).collect(),
+        3 => (0..3).map(|_| next()).collect(),
+        4 => Vec::new(),
         _ => vec![next()],
     };
     let count = 1 + next() as usize % 7;
     let sizes: Vec<usize> = (0..count).map(|_| 1 + next() as usize).collect();
     let header = 1 + settings.len() + 1 + count;
     let stream = data.get(header..).unwrap_or(&[]);
+    let max_length = |b: u8| match b {
+        0 => None,
+        m => Some(m as usize % 24),
+    };
     match mode {
         0 => {
             let b = &settings;
@@ -432,16 +567,15 @@ pub fn run(data: &[u8]) {
             };
             check_length_delimited(&config, stream, &sizes);
         }
-        _ => {
-            let max = match settings[0] {
-                0 => None,
-                m => Some(m as usize % 24),
-            };
-            if mode == 1 {
-                check_lines(stream, max, &sizes);
-            } else {
-                check_delimited(stream, max, &sizes);
-            }
-        }
+        1 => check_lines(stream, max_length(settings[0]), &sizes),
+        2 => check_delimited(stream, max_length(settings[0]), &sizes),
+        3 => check_delimited_any(
+            stream,
+            SEEK_SETS[settings[1] as usize % 4],
+            SEQUENCE_WRITERS[settings[2] as usize % 4],
+            max_length(settings[0]),
+            &sizes,
+        ),
+        _ => check_passthrough(stream, &sizes),
     }
 }

@@ -74,6 +74,10 @@ pub trait Decoder {
     /// will ever come: return a last frame, `None` to end the stream, or an error. Called again
     /// after each frame it returns.
     ///
+    /// [`Frames`](super::Frames) calls it in tokio-util's order: bytes that arrived with the end
+    /// go through `decode` first; an end that brings no new byte (`decode` has already asked for
+    /// more of these) comes straight here, so `decode` is not asked again about the same bytes.
+    ///
     /// The default (tokio-util's `decode_eof`) decodes once more, ends cleanly when the buffer is
     /// empty, and fails with [`FrameError::BytesRemaining`] when bytes of an incomplete frame are
     /// left.

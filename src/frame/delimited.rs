@@ -4,15 +4,108 @@
 use super::encoder::put_copied;
 use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::packet::Packet;
-use crate::pipe::PipeWriter;
+use crate::pipe::{PipeWriter, ReadBuffer};
+use crate::segments::find_byte;
 use crate::ByteSegments;
+
+/// How a [`Search`] finds delimiters: generic, so that [`Lines`] searches for its constant `\n`
+/// with no branch on the kind of delimiter, and [`Delimited`] for whichever it was given.
+trait Seek {
+    /// Bytes in a delimiter (consumed with the frame it ends).
+    fn width(&self) -> usize;
+
+    /// Offset of the first delimiter that lies wholly in `window`.
+    fn find(&self, window: ReadBuffer<'_>) -> Option<usize>;
+}
+
+/// Offset of the first byte of `window` that `is_delimiter` accepts, segment by segment.
+#[inline(always)]
+fn find_in_chunks(
+    window: ReadBuffer<'_>,
+    mut find: impl FnMut(&[u8]) -> Option<usize>,
+) -> Option<usize> {
+    let mut base = 0;
+    for chunk in window.chunks() {
+        if let Some(at) = find(chunk) {
+            return Some(base + at);
+        }
+        base += chunk.len();
+    }
+    None
+}
+
+/// `\n`, for [`Lines`].
+#[derive(Debug, Clone, Copy)]
+struct Newline;
+
+impl Seek for Newline {
+    #[inline(always)]
+    fn width(&self) -> usize {
+        1
+    }
+
+    #[inline(always)]
+    fn find(&self, window: ReadBuffer<'_>) -> Option<usize> {
+        find_in_chunks(window, |chunk| find_byte(b'\n', chunk))
+    }
+}
+
+/// A [`Delimited`]'s delimiters.
+#[derive(Debug, Clone)]
+enum Delimiter {
+    /// One byte (either constructor): searched eight bytes at a time.
+    Byte(u8),
+    /// A sequence of bytes, which may straddle segments.
+    Sequence(Box<[u8]>),
+    /// Any one byte of a set ([`Delimited::any_of`] with two or more bytes): a 256-bit table.
+    AnyOf(Box<[u64; 4]>),
+}
+
+impl Delimiter {
+    fn any_of(set: &[u8]) -> Delimiter {
+        match set {
+            [] => panic!("the set of delimiters must not be empty"),
+            [byte] => Delimiter::Byte(*byte),
+            _ => {
+                let mut table = [0u64; 4];
+                for &byte in set {
+                    table[usize::from(byte >> 6)] |= 1 << (byte & 63);
+                }
+                Delimiter::AnyOf(Box::new(table))
+            }
+        }
+    }
+}
+
+impl Seek for Delimiter {
+    #[inline]
+    fn width(&self) -> usize {
+        match self {
+            Delimiter::Sequence(sequence) => sequence.len(),
+            Delimiter::Byte(_) | Delimiter::AnyOf(_) => 1,
+        }
+    }
+
+    #[inline]
+    fn find(&self, window: ReadBuffer<'_>) -> Option<usize> {
+        match self {
+            Delimiter::Byte(byte) => find_in_chunks(window, |chunk| find_byte(*byte, chunk)),
+            Delimiter::Sequence(sequence) => window.find(sequence),
+            Delimiter::AnyOf(table) => find_in_chunks(window, |chunk| {
+                chunk
+                    .iter()
+                    .position(|&b| table[usize::from(b >> 6)] >> (b & 63) & 1 != 0)
+            }),
+        }
+    }
+}
 
 /// The search shared by [`Delimited`] and [`Lines`]: tokio-util's delimiter state machine (a
 /// resume index so no byte is searched twice, a maximum length, discarding after an over-long
 /// frame), generalized to a delimiter of several bytes that may straddle segments.
 #[derive(Debug, Clone)]
-struct Search {
-    delimiter: Box<[u8]>,
+struct Search<S> {
+    seek: S,
     max_length: usize,
     /// Bytes from the front already searched without finding the delimiter's start.
     next_index: usize,
@@ -23,11 +116,10 @@ struct Search {
     discarding: bool,
 }
 
-impl Search {
-    fn new(delimiter: &[u8], max_length: usize) -> Search {
-        assert!(!delimiter.is_empty(), "the delimiter must not be empty");
+impl<S: Seek> Search<S> {
+    fn new(seek: S, max_length: usize) -> Search<S> {
         Search {
-            delimiter: delimiter.into(),
+            seek,
             max_length,
             next_index: 0,
             searched_at: 0,
@@ -38,7 +130,7 @@ impl Search {
     /// The next frame's length (without the delimiter), after consuming what is discarded.
     #[inline(always)]
     fn next_frame(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
-        let k = self.delimiter.len();
+        let k = self.seek.width();
         if self.next_index > 0 && buf.position() != self.searched_at {
             self.next_index = 0; // searched bytes that are gone (or not these): search again
         }
@@ -48,7 +140,7 @@ impl Search {
             let read_to = self.max_length.saturating_add(k).min(len);
             let found = if self.next_index + k <= read_to {
                 let window = buf.buffer().slice(self.next_index..read_to);
-                window.find(&self.delimiter).map(|at| at + self.next_index)
+                self.seek.find(window).map(|at| at + self.next_index)
             } else {
                 None
             };
@@ -102,17 +194,24 @@ impl Search {
     /// The frame at the front, with its delimiter consumed.
     #[inline(always)]
     fn take(&self, buf: &mut DecodeBuf<'_>, len: usize) -> Result<Packet, FrameError> {
-        let mut frame = buf.take(len + self.delimiter.len())?;
+        let mut frame = buf.take(len + self.seek.width())?;
         frame.truncate(len);
         Ok(frame)
     }
 }
 
-/// Frames ended by a delimiter (one byte or several, found across segment boundaries), as
-/// tokio-util's `AnyDelimiterCodec` with one delimiter: frames are yielded without their
-/// delimiter; a frame longer than the maximum fails with [`FrameError::DelimiterNotFound`] and, if
-/// the stream is [resumed](super::Frames::resume), is skipped up to the next delimiter; at the
-/// writer's completion the bytes after the last delimiter are a last frame.
+/// Frames ended by a delimiter, as tokio-util's `AnyDelimiterCodec`: frames are yielded without
+/// their delimiter; a frame longer than the maximum fails with [`FrameError::DelimiterNotFound`]
+/// and, if the stream is [resumed](super::Frames::resume), is skipped up to the next delimiter; at
+/// the writer's completion the bytes after the last delimiter are a last frame.
+///
+/// Two kinds of delimiter:
+/// - [`Delimited::new`]: one sequence of bytes (one byte or several, found across segment
+///   boundaries), which the encoder also writes after each frame;
+/// - [`Delimited::any_of`]: any one byte of a set ends a frame, and the encoder writes a sequence
+///   of its own after each frame: `AnyDelimiterCodec::new_with_max_length(seek_delimiters,
+///   sequence_writer, max_length)` ([`Default`] is `AnyDelimiterCodec::default()`: any of
+///   `,;\n\r`, `,` written, no maximum).
 ///
 /// Memory stays bounded by the maximum length: no more than `max_length` + the delimiter's length
 /// bytes are held waiting for a delimiter.
@@ -133,18 +232,65 @@ impl Search {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Delimited {
-    search: Search,
+    search: Search<Delimiter>,
+    /// Written after each frame by the encoders.
+    sequence_writer: Box<[u8]>,
+}
+
+impl Default for Delimited {
+    /// tokio-util's `AnyDelimiterCodec::default()`: a frame ends at any of `,`, `;`, `\n`, `\r`;
+    /// the encoder writes `,`; no maximum length.
+    fn default() -> Delimited {
+        Delimited::any_of(b",;\n\r", b",", usize::MAX)
+    }
 }
 
 impl Delimited {
     /// Frames ended by `delimiter`, of at most `max_length` bytes each (without the delimiter;
-    /// `usize::MAX` for no limit).
+    /// `usize::MAX` for no limit). The encoders write `delimiter` after each frame.
     ///
     /// # Panics
     /// If `delimiter` is empty.
     pub fn new(delimiter: &[u8], max_length: usize) -> Delimited {
+        let seek = match delimiter {
+            [] => panic!("the delimiter must not be empty"),
+            [byte] => Delimiter::Byte(*byte),
+            _ => Delimiter::Sequence(delimiter.into()),
+        };
         Delimited {
-            search: Search::new(delimiter, max_length),
+            search: Search::new(seek, max_length),
+            sequence_writer: delimiter.into(),
+        }
+    }
+
+    /// Frames ended by any one byte of `seek_delimiters`, of at most `max_length` bytes each
+    /// (without the delimiter; `usize::MAX` for no limit); the encoders write `sequence_writer`
+    /// after each frame (it may be empty, or longer than one byte). tokio-util's
+    /// `AnyDelimiterCodec::new_with_max_length(seek_delimiters, sequence_writer, max_length)`;
+    /// its `new(seek_delimiters, sequence_writer)` is this with `usize::MAX`.
+    ///
+    /// ```
+    /// use packetpipe::frame::{Delimited, FrameWriter, Frames};
+    ///
+    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// writer.write_slice(b"chunk 1,chunk 2;chunk 3\n")?;
+    /// writer.complete();
+    /// let codec = Delimited::any_of(b",;\n\r", b";--;", 64);
+    /// let chunks: Vec<_> = Frames::new(reader, codec.clone()).blocking_iter().collect::<Result<_, _>>()?;
+    /// assert_eq!(chunks, [&b"chunk 1"[..], &b"chunk 2"[..], &b"chunk 3"[..]]);
+    ///
+    /// let (writer, mut reader) = packetpipe::pipe::pipe();
+    /// FrameWriter::new(writer, codec).send_all_blocking(["chunk 1", "chunk 2"])?;
+    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"chunk 1;--;chunk 2;--;");
+    /// # Ok::<(), packetpipe::frame::FrameError>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If `seek_delimiters` is empty.
+    pub fn any_of(seek_delimiters: &[u8], sequence_writer: &[u8], max_length: usize) -> Delimited {
+        Delimited {
+            search: Search::new(Delimiter::any_of(seek_delimiters), max_length),
+            sequence_writer: sequence_writer.into(),
         }
     }
 
@@ -181,12 +327,21 @@ impl Decoder for Delimited {
     }
 }
 
-/// Writes the payload, then the delimiter.
+/// Writes the payload, then the delimiter (the sequence writer, for [`Delimited::any_of`]).
 impl Encoder<&[u8]> for Delimited {
     type Error = FrameError;
 
     fn encode(&mut self, payload: &[u8], dst: &mut PipeWriter) -> Result<(), FrameError> {
-        put_copied(dst, payload, &*self.search.delimiter)
+        put_copied(dst, payload, &*self.sequence_writer)
+    }
+}
+
+/// Writes the text, then the delimiter (as tokio-util's `AnyDelimiterCodec` encodes a `&str`).
+impl Encoder<&str> for Delimited {
+    type Error = FrameError;
+
+    fn encode(&mut self, payload: &str, dst: &mut PipeWriter) -> Result<(), FrameError> {
+        put_copied(dst, payload.as_bytes(), &*self.sequence_writer)
     }
 }
 
@@ -196,7 +351,7 @@ impl Encoder<Packet> for Delimited {
 
     fn encode(&mut self, payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
         dst.append(payload)?;
-        dst.write_slice(&self.search.delimiter)?;
+        dst.write_slice(&self.sequence_writer)?;
         Ok(())
     }
 }
@@ -224,7 +379,7 @@ impl Encoder<Packet> for Delimited {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Lines {
-    search: Search,
+    search: Search<Newline>,
 }
 
 impl Default for Lines {
@@ -242,7 +397,7 @@ impl Lines {
     /// Lines of at most `max_length` bytes (without the line ending's `\n`).
     pub fn with_max_length(max_length: usize) -> Lines {
         Lines {
-            search: Search::new(b"\n", max_length),
+            search: Search::new(Newline, max_length),
         }
     }
 

@@ -306,6 +306,28 @@ impl<E> FrameWriter<E> {
         self.writer
     }
 
+    /// Go on with another encoder, with what is staged still staged and the same batch size
+    /// (tokio-util's `FramedWrite::map_encoder`).
+    ///
+    /// ```
+    /// use packetpipe::frame::{FrameWriter, LengthDelimited, Lines};
+    ///
+    /// let (writer, mut reader) = packetpipe::pipe::pipe();
+    /// let mut out = FrameWriter::new(writer, Lines::new());
+    /// out.feed("HELLO 1")?;
+    /// let mut out = out.map_encoder(|_| LengthDelimited::new());
+    /// out.send_blocking(&b"hi"[..])?;
+    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"HELLO 1\n\0\0\0\x02hi");
+    /// # Ok::<(), packetpipe::frame::FrameError>(())
+    /// ```
+    pub fn map_encoder<F>(self, map: impl FnOnce(E) -> F) -> FrameWriter<F> {
+        FrameWriter {
+            writer: self.writer,
+            encoder: map(self.encoder),
+            batch_bytes: self.batch_bytes,
+        }
+    }
+
     /// The pipe writer and the encoder.
     pub fn into_parts(self) -> (PipeWriter, E) {
         (self.writer, self.encoder)

@@ -10,6 +10,15 @@ use std::fmt;
 /// `From<io::Error>`), and the pipe's error type stays about the pipe. A pipe error travels inside
 /// ([`FrameError::Pipe`], `From<packetpipe::Error>`); both convert into [`std::io::Error`].
 ///
+/// The [`std::io::ErrorKind`]s are those tokio-util's codecs give for the same failure, so code
+/// that matches on them ports as it is: `InvalidData` for bad input (a length above the maximum,
+/// no delimiter within the maximum, a line that is not UTF-8), `InvalidInput` for an item too long
+/// to encode and for a length that overflows with the length adjustment (tokio-util reports both
+/// so, decoding and encoding). One deliberate difference: the end of the stream inside a frame
+/// ([`BytesRemaining`](FrameError::BytesRemaining)) is `UnexpectedEof`, the kind std's
+/// `read_exact` gives for the same condition, where tokio-util says `Other`, which tells a caller
+/// nothing.
+///
 /// ```
 /// use packetpipe::frame::FrameError;
 ///
@@ -22,11 +31,18 @@ use std::fmt;
 #[non_exhaustive]
 pub enum FrameError {
     /// A length field announced a frame above the maximum frame length (the value is the field's,
-    /// before the length adjustment, as tokio-util checks it), or an item to encode is longer than
-    /// the maximum.
+    /// before the length adjustment, as tokio-util checks it).
     FrameTooLong {
-        /// The length announced (or the item's length, when encoding).
+        /// The length announced.
         length: u64,
+        /// The maximum frame length.
+        max: usize,
+    },
+    /// An item to encode is longer than the maximum frame length: the caller's input, not the
+    /// stream's, so its `io::ErrorKind` is `InvalidInput` (as tokio-util's). Nothing was staged.
+    ItemTooLong {
+        /// The item's length.
+        length: usize,
         /// The maximum frame length.
         max: usize,
     },
@@ -74,6 +90,10 @@ impl fmt::Display for FrameError {
                 f,
                 "frame of {length} bytes exceeds the maximum frame length {max}"
             ),
+            FrameError::ItemTooLong { length, max } => write!(
+                f,
+                "item of {length} bytes exceeds the maximum frame length {max}"
+            ),
             FrameError::LengthOverflow { length, adjustment } => write!(
                 f,
                 "frame length {length} with length adjustment {adjustment} does not fit the length type"
@@ -117,9 +137,11 @@ impl From<FrameError> for std::io::Error {
         let kind = match err {
             FrameError::Pipe(e) => return e.into(),
             FrameError::FrameTooLong { .. }
-            | FrameError::LengthOverflow { .. }
             | FrameError::DelimiterNotFound { .. }
             | FrameError::InvalidUtf8 { .. } => ErrorKind::InvalidData,
+            FrameError::ItemTooLong { .. } | FrameError::LengthOverflow { .. } => {
+                ErrorKind::InvalidInput
+            }
             FrameError::BytesRemaining { .. } => ErrorKind::UnexpectedEof,
             // Not `Interrupted`: std's helpers retry that kind (see the `io` module's errors).
             FrameError::Canceled => ErrorKind::Other,

@@ -39,10 +39,15 @@ enum State {
 /// How it ends, as tokio-util's `FramedRead`:
 /// - when the writer completes, the last frames are yielded ([`Decoder::decode_eof`]), then an
 ///   error if bytes of an incomplete frame remain ([`FrameError::BytesRemaining`] by default), then
-///   `None` for good;
+///   `None` for good. `decode_eof` is called in `FramedRead`'s order: bytes that arrive with the
+///   end are first decoded with [`decode`](Decoder::decode); a completion that brings no new byte
+///   goes straight to `decode_eof` (no `decode` of bytes it has already answered for);
 /// - after a decoder error the stream yields `None` ([`FusedStream::is_terminated`] is true);
 ///   [`resume`](Self::resume) goes on decoding (the built-in delimiter decoders then skip the
-///   over-long frame; `FramedRead` resumes the same way when polled after that `None`);
+///   over-long frame; `FramedRead` resumes the same way when polled after that `None`). One
+///   deliberate difference: a resumed stream decodes the bytes already in the pipe at once, where
+///   `FramedRead` first waits for its next read to return (new bytes or the end), so a complete
+///   frame already received would sit there until the peer sends more;
 /// - an error of the pipe (the writer completed with an error) is yielded, then `None` for good;
 /// - a read canceled through [`PipeCanceler`](crate::pipe::PipeCanceler) yields
 ///   [`FrameError::Canceled`] and the stream goes on.
@@ -76,8 +81,12 @@ pub struct Frames<D> {
     reader: PipeReader,
     decoder: D,
     state: State,
-    /// The next read is the first after [`Frames::resume`].
-    resumed: bool,
+    /// Bytes the buffer held when the stream last began to wait ([`State::Wait`]): a read that
+    /// finds the writer completed and no byte beyond them goes straight to `decode_eof`, as
+    /// `FramedRead` calls `decode_eof` (not `decode`) on the read that returns the end. 0 before
+    /// the first read; `usize::MAX` after [`Frames::resume`] (`FramedRead`'s read after an error:
+    /// if it finds the end, `decode_eof` follows, whatever the buffer holds).
+    seen: usize,
 }
 
 impl<D> Unpin for Frames<D> {}
@@ -89,7 +98,7 @@ impl<D: Decoder> Frames<D> {
             reader,
             decoder,
             state: State::Wait(1),
-            resumed: false,
+            seen: 0,
         }
     }
 
@@ -158,7 +167,7 @@ impl<D: Decoder> Frames<D> {
                 let _ = self.reader.advance_to(0, len);
             }
             self.state = State::Wait(1);
-            self.resumed = true;
+            self.seen = usize::MAX;
             true
         } else {
             false
@@ -179,15 +188,16 @@ impl<D: Decoder> Frames<D> {
                 State::Wait(n) => match wait(&mut self.reader, n) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Ok(())) => {
-                        // After a resumption, a read that finds the writer completed is
-                        // `FramedRead`'s read of the end: `decode_eof` from there on, and its
-                        // errors end the stream.
-                        let at_end = self.reader.last_read().is_some_and(|r| r.is_completed());
-                        self.state = if std::mem::take(&mut self.resumed) && at_end {
-                            State::Eof
-                        } else {
-                            State::Decode
-                        };
+                        // A read that finds the writer completed and nothing new is
+                        // `FramedRead`'s read of the end: `decode_eof` from there on (`decode`
+                        // said it needs more of these bytes already), and its errors end the
+                        // stream. New bytes with the end are decoded first, as `FramedRead`
+                        // decodes what a read brings before the read that returns the end.
+                        let at_end = self
+                            .reader
+                            .last_read()
+                            .is_some_and(|r| r.is_completed() && r.buffer().len() <= self.seen);
+                        self.state = if at_end { State::Eof } else { State::Decode };
                     }
                     Poll::Ready(Err(e)) => {
                         self.state = State::Done;
@@ -199,6 +209,7 @@ impl<D: Decoder> Frames<D> {
                         Some(status) => status,
                         None => {
                             self.state = State::Wait(1);
+                            self.seen = 0;
                             continue;
                         }
                     };
@@ -211,6 +222,7 @@ impl<D: Decoder> Frames<D> {
                                 continue;
                             }
                             let len = buf.len();
+                            self.seen = len;
                             // Examined everything, consumed nothing more: cannot fail, a read
                             // is in hand and 0 <= len <= its length.
                             if let Err(e) = self.reader.advance_to(0, len) {
@@ -272,6 +284,31 @@ impl<D> Frames<D> {
     /// `read_buffer` returns them at once.
     pub fn into_inner(self) -> PipeReader {
         self.into_parts().0
+    }
+
+    /// Go on with another decoder, from where this one stopped: the bytes in the pipe, the state
+    /// of the stream (ended, failed, at the end) and the reader are kept (tokio-util's
+    /// `FramedRead::map_decoder`).
+    ///
+    /// ```
+    /// use packetpipe::frame::{Frames, Lines, LengthDelimited};
+    ///
+    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// writer.write_slice(b"HELLO 1\n\0\0\0\x02hi")?;
+    /// writer.complete();
+    /// let mut lines = Frames::new(reader, Lines::new());
+    /// assert_eq!(lines.next_blocking().unwrap()?, "HELLO 1"); // a text greeting, then binary
+    /// let mut frames = lines.map_decoder(|_| LengthDelimited::new());
+    /// assert_eq!(frames.next_blocking().unwrap()?, &b"hi"[..]);
+    /// # Ok::<(), packetpipe::frame::FrameError>(())
+    /// ```
+    pub fn map_decoder<C>(self, map: impl FnOnce(D) -> C) -> Frames<C> {
+        Frames {
+            reader: self.reader,
+            decoder: map(self.decoder),
+            state: self.state,
+            seen: self.seen,
+        }
     }
 
     /// The reader (as [`into_inner`](Self::into_inner)) and the decoder.

@@ -52,6 +52,13 @@ pub struct LengthDelimited {
     head_len: usize,
     /// Bytes of the header dropped in front of the payload.
     num_skip: usize,
+    /// The frame in flight, by the stream position of its first byte ([`DecodeBuf::position`]):
+    /// its header was decoded (and passed the maximum in force then) but its payload was not all
+    /// there. Its header holds until the frame is taken out, whatever
+    /// [`set_max_frame_length`](Self::set_max_frame_length) says meanwhile, as tokio-util's decode
+    /// state does (the header itself stays in the pipe until the whole frame is there, so it is
+    /// decoded again, to the same length).
+    in_flight: Option<u64>,
 }
 
 /// Settings of a [`LengthDelimited`], as tokio-util's `length_delimited::Builder`.
@@ -218,6 +225,7 @@ impl Builder {
             builder,
             head_len,
             num_skip,
+            in_flight: None,
         }
     }
 
@@ -272,6 +280,28 @@ impl LengthDelimited {
     }
 
     /// Change the maximum frame length (capped as in [`Builder::max_frame_length`]).
+    ///
+    /// As with tokio-util, the change applies from the next header on: a frame whose header was
+    /// already decoded while its payload was still arriving is let through whole, even if it is
+    /// longer than the new maximum.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use packetpipe::frame::{Frames, LengthDelimited};
+    ///
+    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// let mut frames = Frames::new(reader, LengthDelimited::new());
+    /// writer.write_slice(b"\0\0\0\x09abcd")?; // a 9-byte frame, 4 bytes of it so far
+    /// writer.flush_blocking()?;
+    /// let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+    /// assert!(frames.poll_next_unpin(&mut cx).is_pending()); // its header is decoded
+    /// frames.decoder_mut().set_max_frame_length(5);
+    /// writer.write_slice(b"efghi\0\0\0\x09abcdefghi")?;
+    /// writer.complete();
+    /// assert_eq!(frames.next_blocking().unwrap()?, &b"abcdefghi"[..]); // in flight: let through
+    /// assert!(frames.next_blocking().unwrap().is_err()); // the next header: too long now
+    /// # Ok::<(), packetpipe::frame::FrameError>(())
+    /// ```
     pub fn set_max_frame_length(&mut self, max: usize) {
         self.builder.max_frame_len = max.min(self.builder.max_allowed_frame_len());
     }
@@ -308,13 +338,20 @@ impl LengthDelimited {
                 cursor.get_uint_le(n)
             }
         };
-        if field > b.max_frame_len as u64 {
+        // Above the maximum, unless it is the header of the frame in flight, which passed the
+        // maximum in force when it was first decoded (a lower one set since does not undo that).
+        // Tested only for a header above the maximum, inline: as a call, even one never made,
+        // it cost every frame 15 instructions (`scripts/instructions.sh`). A frame taken out
+        // leaves its record behind, harmlessly: the front of the stream never comes back to a
+        // position it has left.
+        if field > b.max_frame_len as u64 && self.in_flight != Some(buf.position()) {
             return Err(FrameError::FrameTooLong {
                 length: field,
                 max: b.max_frame_len,
             });
         }
-        // Within the maximum, so within usize.
+        // Within the maximum (or the one in force when this frame's header was first decoded), so
+        // within usize.
         let n = field as usize;
         let adjustment = b.length_adjustment;
         let adjusted = if adjustment < 0 {
@@ -334,8 +371,8 @@ impl LengthDelimited {
     fn header(&self, len: usize) -> Result<([u8; 8], usize), FrameError> {
         let b = &self.builder;
         if len > b.max_frame_len {
-            return Err(FrameError::FrameTooLong {
-                length: len as u64,
+            return Err(FrameError::ItemTooLong {
+                length: len,
                 max: b.max_frame_len,
             });
         }
@@ -411,7 +448,7 @@ fn read_field(bytes: &[u8], big_endian: bool) -> u64 {
 impl LengthDelimited {
     /// The next frame's payload length, once the whole frame is in `buf`.
     #[inline(always)]
-    fn next_frame(&self, buf: &DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
+    fn next_frame(&mut self, buf: &DecodeBuf<'_>) -> Result<Decoded<usize>, FrameError> {
         let len = buf.len();
         if len < self.head_len {
             return Ok(Decoded::NeedAtLeast(self.head_len));
@@ -419,6 +456,7 @@ impl LengthDelimited {
         let n = self.payload_len(buf)?;
         let total = self.num_skip.saturating_add(n);
         if len < total {
+            self.in_flight = Some(buf.position());
             return Ok(Decoded::NeedAtLeast(total));
         }
         Ok(Decoded::Frame(n))
@@ -487,7 +525,7 @@ impl Decoder for LengthDelimitedChains {
 
     #[inline]
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Decoded<PacketChain>, FrameError> {
-        let codec = &self.0;
+        let codec = &mut self.0;
         let n = match codec.next_frame(buf)? {
             Decoded::Frame(n) => n,
             Decoded::NeedAtLeast(need) => return Ok(Decoded::NeedAtLeast(need)),

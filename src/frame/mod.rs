@@ -13,9 +13,11 @@
 //! - [`Encoder`] and [`FrameWriter`]: stage frames in a [`PipeWriter`](crate::pipe::PipeWriter)
 //!   (`feed`), send one with a flush (`send`), many with one flush (`send_all`, `forward`).
 //! - Built in, behaving as tokio-util's codecs on the same input (same frames, same errors at the
-//!   same point; `tests/frame_differential.rs` checks it): [`LengthDelimited`]
-//!   (`LengthDelimitedCodec`), [`Delimited`] (`AnyDelimiterCodec` with one delimiter, which may be
-//!   several bytes long) and [`Lines`] (`LinesCodec`).
+//!   same point; `tests/frame_differential.rs` and the `frame_decoders` fuzz target check it, and
+//!   `tests/tokio_util_*.rs` replay what tokio-util's own test suite asserts): [`LengthDelimited`]
+//!   (`LengthDelimitedCodec`), [`Delimited`] (`AnyDelimiterCodec`: any byte of a set, or one
+//!   sequence of bytes), [`Lines`] (`LinesCodec`) and [`Passthrough`] (`BytesCodec`, zero-copy).
+//!   Where they differ from tokio-util on purpose, their docs say so and why.
 //! - [`FrameError`]: bad input, with the numbers; the end of the stream inside a frame; pipe errors.
 //!
 //! ```
@@ -47,6 +49,7 @@ mod encoder;
 mod error;
 mod frames;
 mod length_delimited;
+mod passthrough;
 
 pub use decoder::{DecodeBuf, Decoded, Decoder};
 pub use delimited::{Delimited, Line, Lines};
@@ -57,3 +60,4 @@ pub use length_delimited::{
     Builder as LengthDelimitedBuilder, LengthDelimited, LengthDelimitedChains, LengthFieldType,
     DEFAULT_COPY_PAYLOAD_UP_TO,
 };
+pub use passthrough::Passthrough;
