@@ -11,11 +11,13 @@
 #   every form, advance_to with valid and invalid positions, take_frame, consume_all, cancels,
 #   completion with and without an error, dropping either end) checked against a byte model; the
 #   decoder and checker are fuzz/src/pipe_ops.rs.
-# - frame_decoders: LengthDelimited (packets and chains, random builder settings), Lines and
-#   Delimited on arbitrary bytes cut at random segment boundaries, against tokio-util's
-#   LengthDelimitedCodec, LinesCodec and AnyDelimiterCodec: the same frames and the same errors at
-#   the same point (fuzz/src/frame_decoders.rs, the harness the proptests of
-#   tests/frame_differential.rs use too). About 3,000 runs/s.
+# - frame_decoders: LengthDelimited (packets and chains, random builder settings), Lines,
+#   Delimited (one delimiter, and any_of a set with a sequence writer) and Passthrough on arbitrary
+#   bytes cut at random segment boundaries, against tokio-util's LengthDelimitedCodec, LinesCodec,
+#   AnyDelimiterCodec and BytesCodec: the same frames and the same errors (and io::ErrorKinds) at
+#   the same point, and the same bytes from the any_of and passthrough encoders
+#   (fuzz/src/frame_decoders.rs, the harness the proptests of tests/frame_differential.rs use
+#   too). About 3,000 runs/s.
 # - resp_parser: the RESP example's request parser (examples/resp/, included by path) on arbitrary
 #   bytes, whole and cut at random points, through the packetpipe decoder and the tokio-util codec:
 #   the same commands and the same fatal errors (fuzz/src/resp_parser.rs). About 4,000 runs/s.
