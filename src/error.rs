@@ -142,6 +142,17 @@ pub enum Error {
         /// `"read"` or `"flush"`.
         operation: &'static str,
     },
+    /// [`PipeReader::read_until`](crate::pipe::PipeReader::read_until) found no pattern within
+    /// the first `max` bytes: the other side sent more than the limit without one (a request
+    /// head too long, say). Nothing was consumed.
+    PatternNotFound {
+        /// Length of the pattern searched for.
+        pattern_len: usize,
+        /// The limit: the pattern had to end within this many bytes.
+        max: usize,
+        /// Bytes in the pipe when the search gave up (at least `max`).
+        len: usize,
+    },
     /// An I/O operation failed (a pump's socket read or write, or a `?` on an [`std::io::Error`]).
     Io {
         /// The I/O error.
@@ -243,6 +254,10 @@ impl fmt::Display for Error {
             Error::Canceled { operation } => {
                 write!(f, "the pending {operation} was canceled by cancel_pending_{operation}")
             }
+            Error::PatternNotFound { pattern_len, max, len } => write!(
+                f,
+                "no {pattern_len}-byte pattern within the first {max} bytes ({len} bytes in the pipe)"
+            ),
             Error::Io { ref source } => write!(f, "I/O error ({})", io_kind(source.get())),
         }
     }
@@ -269,6 +284,8 @@ impl Error {
             }
             Error::Peer { source, .. } | Error::Io { source } => io_kind(source.get()),
             Error::Canceled { .. } => ErrorKind::Other,
+            // The other side's bytes are at fault, not the caller's request.
+            Error::PatternNotFound { .. } => ErrorKind::InvalidData,
             _ => ErrorKind::InvalidInput,
         }
     }

@@ -16,7 +16,8 @@
 //!   never allocates; [`PacketChain`] for several packets read as one.
 //! - [`io`]: the pipe's ends as std, `bytes`, tokio and futures-io I/O types; pumps between a
 //!   pipe and a socket; a duplex connection (one socket, two pipes, one future).
-//! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search).
+//! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search from an
+//!   offset, integers peeked in place).
 //! - [`frame`]: decoders over the segment chain as a [`futures_core::Stream`] ([`frame::Frames`]),
 //!   encoders that append payloads zero-copy ([`frame::FrameWriter`]); length-delimited, delimited
 //!   and lines, behaving as tokio-util's codecs.
@@ -54,7 +55,7 @@ mod sync;
 pub use error::{Error, SharedError};
 pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
 pub use pool::{Pool, PoolBuilder, PoolStats};
-pub use segments::{ByteSegments, HexDump, Utf8Lossy};
+pub use segments::{ByteSegments, HexDump, PeekInt, Utf8Lossy};
 
 /// The README's examples, compiled and run as doctests (they use the `tokio` feature).
 #[cfg(all(doctest, feature = "tokio"))]

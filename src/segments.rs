@@ -1,8 +1,9 @@
-//! Helpers for data held in several segments: copy out, hex dump, lossy UTF-8, pattern search.
+//! Helpers for data held in several segments: copy out, hex dump, lossy UTF-8, pattern search,
+//! integers read in place.
 //!
 //! One trait, [`ByteSegments`], gives every segmented type in the crate (packets, chains, the
-//! pipe's read buffers) the same helpers, all of which stream over the segments without joining
-//! them into one allocation first.
+//! pipe's read buffers and their cursors) the same helpers, all of which stream over the segments
+//! without joining them into one allocation first.
 
 use std::fmt;
 
@@ -84,6 +85,129 @@ pub trait ByteSegments {
     fn find(&self, pattern: &[u8]) -> Option<usize> {
         find_in(self.segments(), pattern)
     }
+
+    /// Offset (from the start, not from `offset`) of the first occurrence of `pattern` that starts
+    /// at `offset` or later, which may span segment boundaries: a search that goes on where an
+    /// earlier one stopped, without looking at the bytes before `offset` again. `None` when
+    /// `offset` is past the end; an empty pattern is found at `offset`.
+    ///
+    /// ```
+    /// use packetpipe::{ByteSegments, Packet, PacketChain};
+    ///
+    /// let chain: PacketChain = [&b"a: 1\r"[..], &b"\nb: 2\r\n"[..]].into_iter().map(Packet::from).collect();
+    /// let first = chain.find(b"\r\n").unwrap(); // across the segment boundary
+    /// assert_eq!(first, 4);
+    /// assert_eq!(chain.find_from(first + 2, b"\r\n"), Some(10));
+    /// assert_eq!(chain.find_from(11, b"\r\n"), None);
+    /// ```
+    fn find_from(&self, offset: usize, pattern: &[u8]) -> Option<usize> {
+        let mut segments = self.segments();
+        let mut base = 0;
+        for segment in segments.by_ref() {
+            if offset - base < segment.len() {
+                let skip = offset - base;
+                let rest = std::iter::once(&segment[skip..]).chain(segments);
+                return find_in(rest, pattern).map(|at| offset + at);
+            }
+            base += segment.len();
+        }
+        // At the end exactly: only the empty pattern is there.
+        (offset == base && pattern.is_empty()).then_some(offset)
+    }
+
+    /// The big-endian integer of type `T` (`u8` to `u64`, `i8` to `i64`) at `offset`, read in
+    /// place across segment boundaries; `None` when fewer than its bytes are there. Nothing is
+    /// consumed: a parser peeks at a header before it knows the frame is complete.
+    ///
+    /// ```
+    /// use packetpipe::{ByteSegments, Packet, PacketChain};
+    ///
+    /// let chain: PacketChain = [&[0x01, 0x02][..], &[0x03, 0x04, 0x05][..]].into_iter().map(Packet::from).collect();
+    /// assert_eq!(chain.peek_be::<u32>(0), Some(0x0102_0304)); // across the two segments
+    /// assert_eq!(chain.peek_be::<u16>(3), Some(0x0405));
+    /// assert_eq!(chain.peek_be::<u8>(4), Some(5));
+    /// assert_eq!(chain.peek_be::<u32>(2), None); // only 3 bytes from there
+    /// assert_eq!(chain.peek_be::<i16>(0), Some(0x0102));
+    /// ```
+    fn peek_be<T: PeekInt>(&self, offset: usize) -> Option<T> {
+        let mut bytes = T::Bytes::default();
+        copy_at(self.segments(), offset, bytes.as_mut()).then(|| T::from_be(bytes))
+    }
+
+    /// The little-endian integer of type `T` at `offset`, as [`peek_be`](Self::peek_be).
+    ///
+    /// ```
+    /// use packetpipe::ByteSegments;
+    ///
+    /// let bytes: &[u8] = &[0x04, 0x03, 0x02, 0x01, 0xff];
+    /// assert_eq!(bytes.peek_le::<u32>(0), Some(0x0102_0304));
+    /// assert_eq!(bytes.peek_le::<u64>(0), None);
+    /// assert_eq!(bytes.peek_le::<i8>(4), Some(-1));
+    /// ```
+    fn peek_le<T: PeekInt>(&self, offset: usize) -> Option<T> {
+        let mut bytes = T::Bytes::default();
+        copy_at(self.segments(), offset, bytes.as_mut()).then(|| T::from_le(bytes))
+    }
+}
+
+/// The integers [`ByteSegments::peek_be`] and [`ByteSegments::peek_le`] read: `u8`, `u16`, `u32`,
+/// `u64` and their signed twins. Sealed: the methods it needs are the crate's.
+pub trait PeekInt: sealed::Sealed + Sized {
+    #[doc(hidden)]
+    type Bytes: Default + AsMut<[u8]>;
+    #[doc(hidden)]
+    fn from_be(bytes: Self::Bytes) -> Self;
+    #[doc(hidden)]
+    fn from_le(bytes: Self::Bytes) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! peek_ints {
+    ($($ty:ty),*) => {
+        $(
+            impl sealed::Sealed for $ty {}
+            impl PeekInt for $ty {
+                type Bytes = [u8; std::mem::size_of::<$ty>()];
+                #[inline]
+                fn from_be(bytes: Self::Bytes) -> Self {
+                    <$ty>::from_be_bytes(bytes)
+                }
+                #[inline]
+                fn from_le(bytes: Self::Bytes) -> Self {
+                    <$ty>::from_le_bytes(bytes)
+                }
+            }
+        )*
+    };
+}
+peek_ints!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+/// Fill `dst` with the bytes at `offset` of `segments`; whether there were enough.
+#[inline]
+fn copy_at<'a>(
+    segments: impl Iterator<Item = &'a [u8]>,
+    mut offset: usize,
+    dst: &mut [u8],
+) -> bool {
+    let mut filled = 0;
+    for segment in segments {
+        if offset >= segment.len() {
+            offset -= segment.len();
+            continue;
+        }
+        let segment = &segment[offset..];
+        offset = 0;
+        let n = segment.len().min(dst.len() - filled);
+        dst[filled..filled + n].copy_from_slice(&segment[..n]);
+        filled += n;
+        if filled == dst.len() {
+            return true;
+        }
+    }
+    filled == dst.len()
 }
 
 fn find_in<'a>(segments: impl Iterator<Item = &'a [u8]> + Clone, pattern: &[u8]) -> Option<usize> {

@@ -1,5 +1,5 @@
-//! `ByteSegments` helpers across segment boundaries: lossy UTF-8 display, pattern search, hex dump,
-//! copy out. Every helper must give the same answer as the plain-slice computation over the
+//! `ByteSegments` helpers across segment boundaries: lossy UTF-8 display, pattern search (from the
+//! start and from an offset), integers peeked in place, hex dump, copy out. Every helper must give the same answer as the plain-slice computation over the
 //! concatenated bytes, whatever the chunking.
 
 use packetpipe::{ByteSegments, Packet, PacketChain, Pool};
@@ -313,6 +313,111 @@ proptest! {
         chunks.copy_prefix_to(&mut dst).unwrap();
         prop_assert_eq!(&dst[..], &bytes[..n]);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn find_from_matches_naive_search_from_the_offset(
+        (bytes, cuts) in chunked(prop::collection::vec(abc(), 0..48)),
+        pattern in prop::collection::vec(abc(), 0..6),
+        offset in 0usize..52,
+    ) {
+        let expected = if offset > bytes.len() {
+            None
+        } else {
+            naive_find(&bytes[offset..], &pattern).map(|at| offset + at)
+        };
+        let chunks = chunk(&bytes, &cuts);
+        prop_assert_eq!(Chunks(chunks.clone()).find_from(offset, &pattern), expected);
+        let pool = Pool::new();
+        prop_assert_eq!(chain_of(&pool, &chunks).find_from(offset, &pattern), expected);
+        if offset == 0 {
+            prop_assert_eq!(Chunks(chunks).find(&pattern), expected);
+        }
+    }
+
+    #[test]
+    fn peeks_match_from_bytes_at_every_offset(
+        (bytes, cuts) in chunked(prop::collection::vec(any::<u8>(), 0..24)),
+    ) {
+        let chunks = Chunks(chunk(&bytes, &cuts));
+        for offset in 0..=bytes.len() + 1 {
+            let at = |n: usize| bytes.get(offset..offset + n);
+            prop_assert_eq!(chunks.peek_be::<u8>(offset), at(1).map(|b| b[0]));
+            prop_assert_eq!(chunks.peek_le::<i8>(offset), at(1).map(|b| b[0] as i8));
+            prop_assert_eq!(
+                chunks.peek_be::<u16>(offset),
+                at(2).map(|b| u16::from_be_bytes(b.try_into().unwrap()))
+            );
+            prop_assert_eq!(
+                chunks.peek_le::<i16>(offset),
+                at(2).map(|b| i16::from_le_bytes(b.try_into().unwrap()))
+            );
+            prop_assert_eq!(
+                chunks.peek_be::<u32>(offset),
+                at(4).map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+            );
+            prop_assert_eq!(
+                chunks.peek_le::<u32>(offset),
+                at(4).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            );
+            prop_assert_eq!(
+                chunks.peek_be::<i64>(offset),
+                at(8).map(|b| i64::from_be_bytes(b.try_into().unwrap()))
+            );
+            prop_assert_eq!(
+                chunks.peek_le::<u64>(offset),
+                at(8).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            );
+        }
+    }
+}
+
+/// The peeks and `find_from` on the pipe's views: a read buffer, a slice of it, and a cursor
+/// (whose offsets count from where it stands), over segments of every kind.
+#[test]
+fn peeks_and_find_from_on_read_buffers_and_cursors() {
+    use bytes::Buf;
+
+    let (mut writer, mut reader) = packetpipe::pipe::pipe();
+    writer.append(&b"\x00\x00"[..]).unwrap();
+    writer.write_slice(b"\x00\x0cab\r").unwrap();
+    writer.flush_blocking().unwrap();
+    writer
+        .append(bytes::Bytes::from_static(b"\ncd\r\nef"))
+        .unwrap();
+    writer.flush_blocking().unwrap();
+    let result = reader.read_blocking().unwrap();
+    let buffer = result.buffer();
+    assert!(buffer.chunks().count() >= 2);
+    assert_eq!(buffer.peek_be::<u32>(0), Some(12));
+    assert_eq!(buffer.peek_le::<u32>(0), Some(12 << 24));
+    assert_eq!(buffer.peek_be::<u16>(3), Some(0x0c61)); // across the first boundary
+    assert_eq!(buffer.find_from(4, b"\r\n"), Some(6)); // across the second one
+    assert_eq!(buffer.find_from(7, b"\r\n"), Some(10));
+    assert_eq!(buffer.find_from(11, b"\r\n"), None);
+    assert_eq!(buffer.peek_be::<u64>(buffer.len() - 7), None);
+    let tail = buffer.slice(4..);
+    assert_eq!(tail.peek_be::<u16>(0), Some(u16::from_be_bytes(*b"ab")));
+    assert_eq!(tail.find_from(1, b"\r\n"), Some(2));
+
+    let mut cursor = buffer.cursor();
+    cursor.advance(3);
+    assert_eq!(cursor.peek_be::<u8>(0), Some(12));
+    assert_eq!(cursor.find_from(0, b"\r\n"), Some(3));
+    assert_eq!(
+        cursor.remaining(),
+        buffer.len() - 3,
+        "peeking consumed nothing"
+    );
+    cursor.advance(cursor.remaining() - 1);
+    assert_eq!(cursor.peek_be::<u8>(0), Some(b'f'));
+    assert_eq!(cursor.peek_be::<u16>(0), None);
+    cursor.advance(1);
+    assert_eq!(cursor.peek_be::<u8>(0), None);
+    assert_eq!(cursor.find_from(0, b""), Some(0));
 }
 
 fn naive_find(haystack: &[u8], pattern: &[u8]) -> Option<usize> {

@@ -96,6 +96,7 @@ pub(crate) use blocking::block_on;
 mod options;
 mod queue;
 mod read_buffer;
+mod read_until;
 mod reader;
 mod state;
 mod wait;
@@ -103,6 +104,7 @@ mod writer;
 
 pub use options::{PipeOptions, DEFAULT_COPY_THRESHOLD};
 pub use read_buffer::{Chunks, ReadBuffer, ReadCursor};
+pub use read_until::{ReadUntil, Until};
 pub use reader::{PipeReader, Read, ReadResult};
 pub use state::PipeCanceler;
 pub use writer::{Flush, FlushResult, PipeWriter};

@@ -13,8 +13,10 @@ use crate::segments::ByteSegments;
 ///
 /// It borrows the [`PipeReader`](super::PipeReader), so nothing can be consumed while the view is
 /// alive; it is `Copy` and cheap to pass around. [`ByteSegments`] adds `to_vec`, `copy_prefix_to`,
-/// hex dump, lossy UTF-8 display and pattern search across segments; [`cursor`](Self::cursor) gives
-/// a [`bytes::Buf`] for parsing.
+/// hex dump, lossy UTF-8 display, pattern search across segments (from the start or from an
+/// offset: [`find_from`](ByteSegments::find_from)) and integers peeked in place without a panic
+/// ([`peek_be`](ByteSegments::peek_be), [`peek_le`](ByteSegments::peek_le): `None` when the bytes
+/// are not there yet); [`cursor`](Self::cursor) gives a [`bytes::Buf`] for parsing.
 ///
 /// ```
 /// use bytes::Buf;
@@ -31,6 +33,8 @@ use crate::segments::ByteSegments;
 /// let len = cursor.get_u16() as usize;
 /// assert_eq!(buffer.slice(2..2 + len).to_vec(), b"hello");
 /// assert_eq!(buffer.find(b"lo"), Some(5));
+/// assert_eq!(buffer.peek_be::<u16>(0), Some(5)); // the header, without a cursor
+/// assert_eq!(buffer.peek_be::<u64>(1), None); // 7 bytes from there: not enough
 /// # Ok::<(), packetpipe::Error>(())
 /// ```
 #[derive(Clone, Copy)]
@@ -211,6 +215,29 @@ impl std::fmt::Debug for Chunks<'_> {
 }
 
 /// A [`Buf`] over a [`ReadBuffer`], for parsing with `get_u32` and friends.
+///
+/// Besides `Buf`'s `get_*` (which panic when the bytes are not there) and `try_get_*` (which
+/// return an error), it is [`ByteSegments`] over its remaining bytes: [`peek_be`] /
+/// [`peek_le`] look at an integer ahead without consuming it, and return `None` when the bytes
+/// are not all there yet.
+///
+/// ```
+/// use bytes::Buf;
+/// use packetpipe::ByteSegments;
+///
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// writer.append(&b"\x01\x00"[..])?; // a tag, then the first byte of a length
+/// writer.flush_blocking()?;
+/// let result = reader.read_blocking()?;
+/// let mut cursor = result.buffer().cursor();
+/// assert_eq!(cursor.get_u8(), 1);
+/// assert_eq!(cursor.peek_be::<u16>(0), None); // the length is not all there: wait for more
+/// assert_eq!(cursor.remaining(), 1); // nothing consumed
+/// # Ok::<(), packetpipe::Error>(())
+/// ```
+///
+/// [`peek_be`]: ByteSegments::peek_be
+/// [`peek_le`]: ByteSegments::peek_le
 #[derive(Clone)]
 pub struct ReadCursor<'a> {
     current: &'a [u8],
@@ -252,6 +279,18 @@ impl Buf for ReadCursor<'_> {
             n += 1;
         }
         n
+    }
+}
+
+impl ByteSegments for ReadCursor<'_> {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(self.current)
+            .filter(|chunk| !chunk.is_empty())
+            .chain(self.rest.clone())
+    }
+
+    fn byte_len(&self) -> usize {
+        self.remaining
     }
 }
 
