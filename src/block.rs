@@ -201,6 +201,12 @@ impl FreeBlock {
         &header(self.0).pool
     }
 
+    /// The block's address: what leak tracking files it under (`pool::leaks`).
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
     /// Zero the payload (pools built with `clear_on_return`).
     pub(crate) fn zero_payload(&mut self) {
         // SAFETY: the block is uniquely owned, so no one reads the payload; it is `capacity` bytes.
@@ -529,6 +535,18 @@ impl Window {
         // SAFETY: [data, data+len) is inside the payload, initialized (invariant 1) and not written
         // while this window exists (invariant 3).
         unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+    }
+
+    /// The pool of the window's block.
+    #[inline]
+    pub(crate) fn pool(&self) -> &Arc<PoolShared> {
+        &header(self.block).pool
+    }
+
+    /// The block's address, as [`FreeBlock::addr`].
+    #[inline]
+    pub(crate) fn block_addr(&self) -> usize {
+        self.block.as_ptr() as usize
     }
 
     /// Bytes between the payload start and this window.

@@ -153,8 +153,10 @@ impl<'a> DecodeBuf<'a> {
     /// Take the first `n` bytes out as a packet: copied into a fitted pooled buffer when `n` is at
     /// most the pipe's copy threshold (so a small frame does not keep its receive block alive),
     /// shared without copying above it when they lie in one segment
-    /// ([`PipeReader::take_frame`]).
+    /// ([`PipeReader::take_frame`]). A pool that tracks leaks records the caller (the decoder) as
+    /// the site of the take.
     #[inline]
+    #[track_caller]
     pub fn take(&mut self, n: usize) -> Result<Packet, FrameError> {
         Ok(self.reader.take_frame(n)?)
     }
@@ -163,12 +165,14 @@ impl<'a> DecodeBuf<'a> {
     /// [`take`](Self::take) does, in one step ([`PipeReader::take_frame_after`]): a copied frame's
     /// buffer holds the `n` bytes only.
     #[inline]
+    #[track_caller]
     pub fn take_after(&mut self, skip: usize, n: usize) -> Result<Packet, FrameError> {
         Ok(self.reader.take_frame_after(skip, n)?)
     }
 
     /// Take the first `n` bytes out as a chain of the segments' packets, never copying
     /// ([`PipeReader::take_frame_chain`]).
+    #[track_caller]
     pub fn take_chain(&mut self, n: usize) -> Result<PacketChain, FrameError> {
         Ok(self.reader.take_frame_chain(n)?)
     }

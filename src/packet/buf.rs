@@ -6,9 +6,12 @@ use std::ops::{Deref, DerefMut};
 use bytes::buf::UninitSlice;
 use bytes::BufMut;
 
+use std::panic::Location;
+
 use super::OwnedPacket;
 use crate::block::Writer;
 use crate::error::Error;
+use crate::pool::{note_use, BlockUse};
 
 /// A writable pooled buffer that seals its written bytes into [`OwnedPacket`]s.
 ///
@@ -136,10 +139,14 @@ impl PacketBuf {
     }
 
     /// Seal the written bytes into a packet sharing this block; the buffer keeps the free tail.
-    /// With nothing written, the packet is empty.
+    /// With nothing written, the packet is empty. (A pool that tracks leaks records this call as
+    /// the block's last use: [`PoolBuilder::track_leaks`](crate::PoolBuilder::track_leaks).)
     #[inline]
+    #[track_caller]
     pub fn seal(&mut self) -> OwnedPacket {
-        OwnedPacket::from_window(self.writer.seal())
+        let window = self.writer.seal();
+        note_use(&window, BlockUse::Sealed, Location::caller());
+        OwnedPacket::from_window(window)
     }
 
     /// [`seal`](Self::seal) with the packet's reference taken from references counted in advance
@@ -156,9 +163,20 @@ impl PacketBuf {
     }
 
     /// Seal the written bytes and give the buffer up (no atomic operation: the buffer's reference
-    /// passes to the packet).
+    /// passes to the packet). (Recorded as the block's last use by a pool that tracks leaks, as
+    /// [`seal`](Self::seal).)
     #[inline]
+    #[track_caller]
     pub fn freeze(self) -> OwnedPacket {
+        let window = self.writer.into_window();
+        note_use(&window, BlockUse::Sealed, Location::caller());
+        OwnedPacket::from_window(window)
+    }
+
+    /// [`freeze`](Self::freeze) recording no use: where the rent site just recorded says it all
+    /// (`Pool::copy_from_slice`, a frame copied out of a pipe).
+    #[inline]
+    pub(crate) fn freeze_untracked(self) -> OwnedPacket {
         OwnedPacket::from_window(self.writer.into_window())
     }
 }

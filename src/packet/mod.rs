@@ -169,14 +169,31 @@ impl Packet {
         }
     }
 
-    /// A packet sharing `range` of this one. Panics if the range is out of bounds.
+    /// Record `use_` at `site` as the last use of this packet's block, if it is pooled and its
+    /// pool tracks leaks (`pool::leaks`).
     #[inline]
+    pub(crate) fn note_use(
+        &self,
+        use_: crate::pool::BlockUse,
+        site: &'static std::panic::Location<'static>,
+    ) {
+        if let Repr::Owned(p) = &self.repr {
+            crate::pool::note_use(p.window(), use_, site);
+        }
+    }
+
+    /// A packet sharing `range` of this one. Panics if the range is out of bounds. (For a pooled
+    /// packet of a pool that tracks leaks, the slices and splits are recorded as its block's last
+    /// use, as [`OwnedPacket::slice`].)
+    #[inline]
+    #[track_caller]
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Packet {
         self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A packet sharing `range` of this one, or [`Error::OutOfRange`].
     #[inline]
+    #[track_caller]
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<Packet, Error> {
         let range = check_range("slice", range, self.len())?;
         let repr = match &self.repr {
@@ -189,12 +206,14 @@ impl Packet {
 
     /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
     #[inline]
+    #[track_caller]
     pub fn split_to(&mut self, at: usize) -> Packet {
         self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
     #[inline]
+    #[track_caller]
     pub fn try_split_to(&mut self, at: usize) -> Result<Packet, Error> {
         check_at("split_to", at, self.len())?;
         let repr = match &mut self.repr {
@@ -211,11 +230,13 @@ impl Packet {
 
     /// Split off and return the bytes from `at` on; `self` keeps the first `at`. Panics if
     /// `at > len`.
+    #[track_caller]
     pub fn split_off(&mut self, at: usize) -> Packet {
         self.try_split_off(at).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// As [`split_off`](Self::split_off), or [`Error::OutOfRange`] if `at > len`.
+    #[track_caller]
     pub fn try_split_off(&mut self, at: usize) -> Result<Packet, Error> {
         check_at("split_off", at, self.len())?;
         let repr = match &mut self.repr {
@@ -336,6 +357,7 @@ impl From<OwnedPacket> for Packet {
 impl From<PacketBuf> for Packet {
     /// Seals the buffer's written bytes.
     #[inline]
+    #[track_caller]
     fn from(buf: PacketBuf) -> Packet {
         buf.freeze().into()
     }

@@ -4,8 +4,25 @@ use std::ops::RangeBounds;
 
 use bytes::{Buf, Bytes};
 
+use std::panic::Location;
+
 use crate::block::Window;
 use crate::error::{check_range, Error};
+use crate::pool::{note_use, BlockUse};
+
+/// `at` must not be past `len` (a split point).
+#[inline]
+fn check_split(operation: &'static str, at: usize, len: usize) -> Result<(), Error> {
+    if at > len {
+        return Err(Error::OutOfRange {
+            operation,
+            start: 0,
+            end: at,
+            len,
+        });
+    }
+    Ok(())
+}
 
 /// An immutable window of bytes in a pooled block.
 ///
@@ -63,29 +80,36 @@ impl OwnedPacket {
         self.window.as_slice()
     }
 
-    /// A packet sharing `range` of this one. Panics if the range is out of bounds.
+    /// A packet sharing `range` of this one. Panics if the range is out of bounds. (A pool that
+    /// tracks leaks records the slices and splits of its packets as their block's last use:
+    /// [`PoolBuilder::track_leaks`](crate::PoolBuilder::track_leaks).)
     #[inline]
+    #[track_caller]
     pub fn slice(&self, range: impl RangeBounds<usize>) -> OwnedPacket {
         self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A packet sharing `range` of this one, or [`Error::OutOfRange`].
     #[inline]
+    #[track_caller]
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<OwnedPacket, Error> {
         let range = check_range("slice", range, self.len())?;
         let mut window = self.window.clone();
         window.narrow(range.start, range.end);
+        note_use(&window, BlockUse::Sliced, Location::caller());
         Ok(OwnedPacket { window })
     }
 
     /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
     #[inline]
+    #[track_caller]
     pub fn split_to(&mut self, at: usize) -> OwnedPacket {
         self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
     #[inline]
+    #[track_caller]
     pub fn try_split_to(&mut self, at: usize) -> Result<OwnedPacket, Error> {
         let head = self.try_slice_for("split_to", at)?;
         self.window.narrow(at, self.len());
@@ -94,32 +118,36 @@ impl OwnedPacket {
 
     /// Split off and return the bytes from `at` on; `self` keeps the first `at`. Panics if
     /// `at > len`.
+    #[track_caller]
     pub fn split_off(&mut self, at: usize) -> OwnedPacket {
         self.try_split_off(at).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// As [`split_off`](Self::split_off), or [`Error::OutOfRange`] if `at > len`.
+    #[track_caller]
     pub fn try_split_off(&mut self, at: usize) -> Result<OwnedPacket, Error> {
-        self.try_slice_for("split_off", at)?;
+        check_split("split_off", at, self.len())?;
         let mut tail = self.window.clone();
         tail.narrow(at, self.len());
         self.window.narrow(0, at);
+        note_use(&tail, BlockUse::Sliced, Location::caller());
         Ok(OwnedPacket { window: tail })
     }
 
     #[inline]
+    #[track_caller]
     fn try_slice_for(&self, operation: &'static str, at: usize) -> Result<OwnedPacket, Error> {
-        if at > self.len() {
-            return Err(Error::OutOfRange {
-                operation,
-                start: 0,
-                end: at,
-                len: self.len(),
-            });
-        }
+        check_split(operation, at, self.len())?;
         let mut window = self.window.clone();
         window.narrow(0, at);
+        note_use(&window, BlockUse::Sliced, Location::caller());
         Ok(OwnedPacket { window })
+    }
+
+    /// The window, for leak tracking's record of a take (`pool::note_use`).
+    #[inline]
+    pub(crate) fn window(&self) -> &Window {
+        &self.window
     }
 
     /// Drop the first `n` bytes in place (`n <= len`; the window asserts it).

@@ -1,6 +1,7 @@
 //! The reading end of a pipe.
 
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -10,7 +11,7 @@ use super::read_buffer::ReadBuffer;
 use super::state::{PipeCanceler, PipeState, DONE, FAILED};
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketChain};
-use crate::pool::Pool;
+use crate::pool::{BlockUse, Pool};
 use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
 
@@ -559,6 +560,7 @@ impl PipeReader {
     /// # Ok::<(), packetpipe::Error>(())
     /// ```
     #[inline]
+    #[track_caller]
     pub fn take_frame(&mut self, n: usize) -> Result<Packet, Error> {
         self.take_frame_after(0, n)
     }
@@ -581,7 +583,10 @@ impl PipeReader {
     // Always inlined (into a decoder's `decode`): left to the compiler, the frames bench's binary
     // called it, and a 64-byte frame took 28 ns instead of 16 (BENCHMARKS.md, "frames": "The
     // decode step inlined").
+    // `track_caller`: a pool that tracks leaks records the caller as the frame's rent site (a
+    // copy) or as the last use of the block it shares.
     #[inline(always)]
+    #[track_caller]
     pub fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
         self.check_take(skip, n)?;
         let total = skip + n; // within the buffer's length: checked
@@ -597,11 +602,13 @@ impl PipeReader {
                     // the segment advanced in place (no split of the queue's packet, no loop).
                     let frame = front.slice(skip..total);
                     self.queue.consume_in_front(total as u64);
+                    frame.note_use(BlockUse::Taken, Location::caller());
                     frame
                 } else {
                     self.queue.consume(skip as u64);
                     let mut frame = Packet::new();
                     self.queue.take(n as u64, |p| frame = p);
+                    frame.note_use(BlockUse::Taken, Location::caller());
                     frame
                 }
             }
@@ -615,6 +622,7 @@ impl PipeReader {
     /// `take_frame_after`'s general case: `n` bytes (0, or not all in the first segment after
     /// `skip`) copied into one buffer, or shared when above the copy threshold and in one
     /// segment. The buffer is rented before anything is consumed, so a failed rent changes nothing.
+    #[track_caller]
     fn take_spanning(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
         if n == 0 {
             self.queue.consume(skip as u64);
@@ -636,6 +644,7 @@ impl PipeReader {
                     .try_join(p)
                     .unwrap_or_else(|_| unreachable!("in_one_block checked every segment"))
             });
+            frame.note_use(BlockUse::Taken, Location::caller());
             Ok(frame)
         } else if n <= self.copy_threshold || spans_segments {
             let mut buf = self.pool.rent(n)?;
@@ -645,11 +654,13 @@ impl PipeReader {
                     .expect("rented at least n bytes");
             }
             self.queue.consume(n as u64);
-            Ok(buf.freeze().into())
+            // The rent above recorded this take (leak tracking).
+            Ok(buf.freeze_untracked().into())
         } else {
             self.queue.consume(skip as u64);
             let mut frame = Packet::new();
             self.queue.take(n as u64, |p| frame = p);
+            frame.note_use(BlockUse::Taken, Location::caller());
             Ok(frame)
         }
     }
@@ -680,10 +691,15 @@ impl PipeReader {
     }
 
     /// Take the first `n` bytes of the last read buffer out as a chain, never copying.
+    #[track_caller]
     pub fn take_frame_chain(&mut self, n: usize) -> Result<PacketChain, Error> {
         self.check_take(0, n)?;
         let mut chain = PacketChain::new();
-        self.queue.take(n as u64, |p| chain.push(p));
+        let site = Location::caller();
+        self.queue.take(n as u64, |p| {
+            p.note_use(BlockUse::Taken, site);
+            chain.push(p)
+        });
         self.after_take(n);
         self.frames_taken = true;
         Ok(chain)

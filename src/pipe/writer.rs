@@ -626,7 +626,7 @@ impl PipeWriter {
             };
             self.handed_out = 0;
             if !buf.is_empty() {
-                self.queue.push(buf.freeze().into());
+                self.queue.push(buf.freeze_untracked().into());
             }
         } else if !buf.is_empty() {
             let packet = buf.seal_with_credits(&mut self.seal_credits);

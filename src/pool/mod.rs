@@ -25,11 +25,15 @@
 //! assert_eq!(pool.stats().outstanding, 0);
 //! ```
 
+mod leaks;
 mod shared;
 mod stats;
 mod thread_cache;
 
+pub use leaks::{BlockUse, LeakReport, OutstandingBlock};
 pub use stats::PoolStats;
+
+pub(crate) use leaks::note_use;
 
 pub(crate) use shared::PoolShared;
 pub(crate) use stats::bump_class;
@@ -146,6 +150,7 @@ impl Pool {
     /// assert_eq!(pool.rent(100).unwrap().capacity(), 112); // the class of 1.75 x 64 B
     /// ```
     #[inline(always)]
+    #[track_caller]
     pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
         self.rent_with_headroom(0, size)
     }
@@ -161,6 +166,7 @@ impl Pool {
     /// assert_eq!(&buf[..], b"\0\0\0\x04body");
     /// ```
     #[inline(always)]
+    #[track_caller]
     pub fn rent_with_headroom(&self, headroom: usize, size: usize) -> Result<PacketBuf, Error> {
         if size == 0 {
             return Err(Error::ZeroSizeRequest);
@@ -177,7 +183,10 @@ impl Pool {
         Ok(PacketBuf::from_writer(block.into_writer(headroom)))
     }
 
+    // `track_caller` down to the slow paths, which record the rent site for a pool that tracks
+    // leaks: inlined, the caller's location is a constant that only the slow calls take.
     #[inline(always)]
+    #[track_caller]
     fn rent_block(&self, size: usize) -> Result<FreeBlock, Error> {
         let shared = &self.shared;
         match shared.config.class_of(size) {
@@ -188,11 +197,15 @@ impl Pool {
 
     #[cold]
     #[inline(never)]
+    #[track_caller]
     fn rent_unpooled(&self, size: usize) -> Result<FreeBlock, Error> {
         let shared = &self.shared;
         let block = FreeBlock::allocate(size, UNPOOLED, shared.clone())?;
         bump_shared(&shared.shared_counts.rents, 1);
         bump_shared(&shared.shared_counts.unpooled, 1);
+        if let Some(leaks) = &shared.leaks {
+            leaks.rented(block.addr(), size, std::panic::Location::caller());
+        }
         Ok(block)
     }
 
@@ -204,15 +217,46 @@ impl Pool {
     /// assert_eq!(&packet[..], b"frame");
     /// ```
     #[inline(always)]
+    #[track_caller]
     pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
         let mut buf = self.rent(data.len().max(1))?;
         buf.extend_from_slice(data)?;
-        Ok(buf.freeze())
+        // Not a use of its own for leak tracking: the rent site is this call.
+        Ok(buf.freeze_untracked())
     }
 
     /// A snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
         self.shared.stats()
+    }
+
+    /// The blocks this pool has out, oldest first, each with where it was rented, where it was
+    /// last sealed, sliced or taken, and its age; for a pool built with
+    /// [`track_leaks`](PoolBuilder::track_leaks) (empty otherwise: see
+    /// [`LeakReport::is_tracking`]). [`PoolMonitor::leak_report`] gives the same after the pool
+    /// closed.
+    ///
+    /// ```
+    /// use packetpipe::pool::BlockUse;
+    ///
+    /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
+    /// let mut buf = pool.rent(100)?;
+    /// buf.extend_from_slice(b"header:body")?;
+    /// let sealed_line = line!() + 1;
+    /// let packet = buf.seal();
+    /// drop(buf);
+    /// std::mem::forget(packet); // leaked: the block never goes home
+    ///
+    /// let report = pool.leak_report();
+    /// let block = &report.blocks()[0];
+    /// let (use_, at) = block.last_use.unwrap();
+    /// assert_eq!((use_, at.line()), (BlockUse::Sealed, sealed_line));
+    /// assert_eq!(pool.stats().outstanding, 1);
+    /// println!("{report}"); // "1 block of the pool outstanding (112 bytes):\n  112 bytes, rented 1.2ms ago at src/main.rs:4:20, last sealed at src/main.rs:7:18"
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
+    pub fn leak_report(&self) -> LeakReport {
+        self.shared.leak_report()
     }
 
     /// A handle that reads this pool's statistics without keeping the pool open (see
@@ -280,6 +324,12 @@ impl PoolMonitor {
         self.shared.stats()
     }
 
+    /// The blocks the pool has out (as [`Pool::leak_report`]), also once it closed: what is left
+    /// then is what was never dropped.
+    pub fn leak_report(&self) -> LeakReport {
+        self.shared.leak_report()
+    }
+
     /// Live threads holding a cache for this pool. Each caches up to two magazines per class,
     /// within [`PoolBuilder::max_thread_cache_bytes`] (counted in `retained_bytes`), and keeps the
     /// pool's shared state alive; after the pool
@@ -338,6 +388,7 @@ pub struct PoolBuilder {
     max_retained_bytes: usize,
     max_thread_cache_bytes: usize,
     clear_on_return: bool,
+    track_leaks: bool,
 }
 
 impl Default for PoolBuilder {
@@ -350,6 +401,7 @@ impl Default for PoolBuilder {
             max_retained_bytes: 64 << 20,
             max_thread_cache_bytes: DEFAULT_MAX_THREAD_CACHE_BYTES,
             clear_on_return: false,
+            track_leaks: false,
         }
     }
 }
@@ -442,6 +494,40 @@ impl PoolBuilder {
         self
     }
 
+    /// Track every block this pool rents (default off): where it was rented (the caller of
+    /// `rent`, `copy_from_slice`, `take_frame`, a pipe writer's write), where it was last sealed,
+    /// sliced or taken, and when, until it comes back; [`Pool::leak_report`] lists the blocks out.
+    /// For finding the packet that leaks (a `mem::forget`, a cycle, a packet kept in a
+    /// long-lived map) once [`PoolStats::outstanding`] says one does.
+    ///
+    /// Costs when on: the pool's rents and returns skip the per-thread caches and take two locks
+    /// (the shared depot's and the table's), and each seal, slice or take of its packets takes
+    /// the table's lock. Costs when off: nothing on the rent and return paths (the tracking runs
+    /// on their slow paths, which a tracked pool always takes), a load and a branch on the public
+    /// seal, slice and take calls (`scripts/instructions.sh` measures the hot paths).
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
+    /// let (mut writer, mut reader) =
+    ///     packetpipe::pipe::pipe_with(packetpipe::pipe::PipeOptions::new().pool(pool.clone()));
+    /// writer.write_slice(b"frame!")?;
+    /// writer.flush_blocking()?;
+    /// reader.read_blocking()?;
+    /// let take_line = line!() + 1;
+    /// let frame = reader.take_frame(5)?; // copied into a block of its own
+    /// std::mem::forget(frame);
+    /// drop((writer, reader));
+    ///
+    /// let report = pool.leak_report();
+    /// assert_eq!(report.blocks().len(), 1);
+    /// assert_eq!(report.blocks()[0].rented_at.line(), take_line);
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
+    pub fn track_leaks(mut self, track: bool) -> Self {
+        self.track_leaks = track;
+        self
+    }
+
     /// Build the pool. Fails if the smallest class is larger than the largest.
     pub fn build(self) -> Result<Pool, Error> {
         let round = |n: usize| n.clamp(MIN_CLASS_SIZE, MAX_CLASS_LIMIT).next_power_of_two();
@@ -461,7 +547,7 @@ impl PoolBuilder {
             self.max_thread_cache_bytes,
             self.clear_on_return,
         );
-        let shared = Arc::new(PoolShared::new(config));
+        let shared = Arc::new(PoolShared::new(config, self.track_leaks));
         Ok(Pool {
             shared: shared.clone(),
             _handle: Arc::new(Handle { shared }),

@@ -1,6 +1,7 @@
 //! State shared by every thread using one pool: configuration, the depot of full magazines, the
 //! registry of per-thread statistics.
 
+use super::leaks::LeakTable;
 use super::stats::{bump_shared, PoolStats, Slot, StatsSlot, ThreadSlot};
 use crate::block::{FreeBlock, FreeStack};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -177,10 +178,14 @@ pub(crate) struct PoolShared {
     slots: Mutex<Vec<SlotEntry>>,
     /// Counters for events with no thread slot at hand (unpooled blocks, thread-local teardown).
     pub(crate) shared_counts: StatsSlot,
+    /// Where each outstanding block was rented and last used, for a pool built with
+    /// `track_leaks`: `None` otherwise, which is the "tracking on?" test of every path that
+    /// records (`pool::leaks`).
+    pub(crate) leaks: Option<Box<LeakTable>>,
 }
 
 impl PoolShared {
-    pub(crate) fn new(config: Config) -> PoolShared {
+    pub(crate) fn new(config: Config, track_leaks: bool) -> PoolShared {
         let depots = (0..config.classes())
             .map(|_| {
                 CachePadded(Mutex::new(Depot {
@@ -196,6 +201,7 @@ impl PoolShared {
             closed: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
             shared_counts: StatsSlot::default(),
+            leaks: track_leaks.then(|| Box::new(LeakTable::new())),
         }
     }
 
@@ -339,6 +345,13 @@ impl PoolShared {
             .iter()
             .filter(|entry| entry.slot.in_use.load(Ordering::Relaxed))
             .count()
+    }
+
+    pub(crate) fn leak_report(&self) -> super::LeakReport {
+        match &self.leaks {
+            Some(table) => table.report(),
+            None => super::leaks::untracked(),
+        }
     }
 
     pub(crate) fn stats(&self) -> PoolStats {

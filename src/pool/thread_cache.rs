@@ -587,20 +587,38 @@ fn with_caches<R>(f: impl FnOnce(&mut ThreadCaches) -> Option<R>) -> Option<R> {
 /// The hot path (this thread's cache of `pool` is the hot one and its loaded magazine has a
 /// block) is inlined into the caller; everything else is [`rent_slow`].
 #[inline(always)]
+#[track_caller]
 pub(crate) fn rent(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
     match CACHES.try_with(|store| store.shelf.pop(pool, class)) {
         Ok(Some(block)) => Ok(block),
-        _ => rent_slow(pool, class),
+        // The caller's location goes to the slow path only (a constant once inlined): where a
+        // pool that tracks leaks records it.
+        _ => rent_slow(pool, class, std::panic::Location::caller()),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn rent_slow(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
+fn rent_slow(
+    pool: &Arc<PoolShared>,
+    class: usize,
+    site: &'static std::panic::Location<'static>,
+) -> Result<FreeBlock, Error> {
+    if let Some(leaks) = &pool.leaks {
+        // A tracked pool has no thread caches (their fast paths would not record): every rent
+        // comes here.
+        let block = rent_uncached(pool, class)?;
+        leaks.rented(block.addr(), block.capacity(), site);
+        return Ok(block);
+    }
     if let Some(result) = with_caches(|caches| Some(caches.get_or_register(pool)?.rent(class))) {
         return result;
     }
-    // No thread cache: go to the depot directly.
+    rent_uncached(pool, class)
+}
+
+/// A rent without a thread cache: from the depot directly, or a fresh block.
+fn rent_uncached(pool: &Arc<PoolShared>, class: usize) -> Result<FreeBlock, Error> {
     if let Some(mut magazine) = pool.take_magazine(class) {
         let block = magazine.pop().expect("depot magazines are never empty");
         pool.put_magazine(class, magazine);
@@ -635,6 +653,14 @@ pub(crate) fn recycle(block: FreeBlock) {
 #[cold]
 #[inline(never)]
 fn recycle_slow(block: FreeBlock) {
+    if let Some(leaks) = &block.pool().leaks {
+        // A tracked pool has no thread caches (see `rent_slow`): every return comes here.
+        leaks.returned(block.addr());
+        if block.class() == UNPOOLED {
+            return free_uncached(block);
+        }
+        return return_uncached(block);
+    }
     if block.class() == UNPOOLED {
         return free_uncached(block);
     }
@@ -653,17 +679,22 @@ fn recycle_slow(block: FreeBlock) {
         }
         Some(())
     });
-    if let Some(mut block) = pending {
-        // No thread cache: keep the pool alive independently of the block, which may be freed.
-        let pool = block.pool().clone();
-        bump_shared(&pool.shared_counts.returns, 1);
-        // The depot hands this block to the next renter as is: clear it here, as the cached path
-        // does in `ThreadCache::recycle`.
-        if pool.config.clear_on_return {
-            block.zero_payload();
-        }
-        pool.put_block(block);
+    if let Some(block) = pending {
+        return_uncached(block);
     }
+}
+
+/// A return without a thread cache: to the depot (which frees it if the pool is closed).
+fn return_uncached(mut block: FreeBlock) {
+    // Keep the pool alive independently of the block, which may be freed.
+    let pool = block.pool().clone();
+    bump_shared(&pool.shared_counts.returns, 1);
+    // The depot hands this block to the next renter as is: clear it here, as the cached path
+    // does in `ThreadCache::recycle`.
+    if pool.config.clear_on_return {
+        block.zero_payload();
+    }
+    pool.put_block(block);
 }
 
 /// Free a block that no cache takes: one allocated outside the size classes, or one of a closed
