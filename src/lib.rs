@@ -41,6 +41,9 @@
 //! ```
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+// docs.rs (`--cfg docsrs`, nightly): a badge on every item that needs a feature, worked out from
+// its `#[cfg]` (`doc_cfg` does that by itself since the `doc_auto_cfg` feature was folded into it).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod block;
 mod error;
