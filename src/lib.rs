@@ -20,7 +20,7 @@
 //!   offset, integers peeked in place).
 //! - [`frame`]: decoders over the segment chain as a [`futures_core::Stream`] ([`frame::Frames`]),
 //!   encoders that append payloads zero-copy ([`frame::FrameWriter`]); length-delimited, delimited
-//!   and lines, behaving as tokio-util's codecs.
+//!   (one sequence or any byte of a set), lines and passthrough, behaving as tokio-util's codecs.
 //!
 //! ```
 //! use bytes::BufMut;

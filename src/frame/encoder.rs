@@ -92,6 +92,13 @@ pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// Each has a blocking form for threads. The flushes are the pipe's: they wait only under
 /// backpressure, and report the reader's completion in their [`FlushResult`].
 ///
+/// One difference from tokio-util's `FramedWrite`, on purpose: its `poll_ready` flushes (and
+/// waits) once its buffer holds the backpressure boundary (8 KiB by default); `feed` here never
+/// flushes or waits, since the caller decides when a batch is complete (one flush per burst is
+/// the point of staging). The counterparts are [`set_batch_bytes`](Self::set_batch_bytes), at
+/// which `send_all` and `forward` flush, and the pipe's pause threshold, at which those flushes
+/// wait for the reader: together they bound what is staged as the boundary does.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), packetpipe::frame::FrameError> {

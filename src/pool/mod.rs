@@ -12,6 +12,10 @@
 //!
 //! Requests above the largest class are plain allocations, freed on return and never retained.
 //!
+//! Leaks show in [`PoolStats::outstanding`]; to find them, a pool built with
+//! [`PoolBuilder::track_leaks`] records where each block was rented and last sealed, sliced or
+//! taken, and [`Pool::leak_report`] lists the blocks out with those sites and their age.
+//!
 //! ```
 //! use packetpipe::Pool;
 //!
