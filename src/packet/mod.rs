@@ -325,8 +325,9 @@ impl Packet {
     }
 }
 
+/// `at` must not be past `len` (a split point).
 #[inline]
-fn check_at(operation: &'static str, at: usize, len: usize) -> Result<(), Error> {
+pub(crate) fn check_at(operation: &'static str, at: usize, len: usize) -> Result<(), Error> {
     if at > len {
         return Err(Error::OutOfRange {
             operation,

@@ -6,23 +6,10 @@ use bytes::{Buf, Bytes};
 
 use std::panic::Location;
 
+use super::check_at;
 use crate::block::Window;
 use crate::error::{check_range, Error};
 use crate::pool::{note_use, BlockUse};
-
-/// `at` must not be past `len` (a split point).
-#[inline]
-fn check_split(operation: &'static str, at: usize, len: usize) -> Result<(), Error> {
-    if at > len {
-        return Err(Error::OutOfRange {
-            operation,
-            start: 0,
-            end: at,
-            len,
-        });
-    }
-    Ok(())
-}
 
 /// An immutable window of bytes in a pooled block.
 ///
@@ -126,7 +113,7 @@ impl OwnedPacket {
     /// As [`split_off`](Self::split_off), or [`Error::OutOfRange`] if `at > len`.
     #[track_caller]
     pub fn try_split_off(&mut self, at: usize) -> Result<OwnedPacket, Error> {
-        check_split("split_off", at, self.len())?;
+        check_at("split_off", at, self.len())?;
         let mut tail = self.window.clone();
         tail.narrow(at, self.len());
         self.window.narrow(0, at);
@@ -137,7 +124,7 @@ impl OwnedPacket {
     #[inline]
     #[track_caller]
     fn try_slice_for(&self, operation: &'static str, at: usize) -> Result<OwnedPacket, Error> {
-        check_split(operation, at, self.len())?;
+        check_at(operation, at, self.len())?;
         let mut window = self.window.clone();
         window.narrow(0, at);
         note_use(&window, BlockUse::Sliced, Location::caller());

@@ -23,13 +23,7 @@
 use packetpipe::frame::{Delimited, FrameError, FrameWriter, Lines, Passthrough};
 use packetpipe::pipe::pipe;
 
-use crate::wire::{Feed, Wire, FEEDS};
-
-fn each_feed(test: impl Fn(Feed)) {
-    for feed in FEEDS {
-        test(feed);
-    }
-}
+use crate::wire::{each_feed, Wire};
 
 #[test]
 fn bytes_decoder() {
@@ -221,20 +215,28 @@ fn lines_decoder_max_length_underrun_twice() {
     });
 }
 
+/// Two items sent, one flush each: the bytes after each (the encoder tests of `codecs.rs`).
+fn encodes<E>(encoder: E, items: [&'static str; 2], after: [&[u8]; 2])
+where
+    E: packetpipe::frame::Encoder<&'static str, Error = FrameError>,
+{
+    let (writer, mut reader) = pipe();
+    let mut out = FrameWriter::new(writer, encoder);
+    for (item, expected) in items.into_iter().zip(after) {
+        out.send_blocking(item).unwrap();
+        let buffer = reader.read_blocking().unwrap().buffer();
+        assert_eq!(buffer.to_vec(), expected);
+        let len = buffer.len();
+        reader.advance_to(0, len).unwrap();
+    }
+}
+
 #[test]
 fn lines_encoder() {
-    let (writer, mut reader) = pipe();
-    let mut out = FrameWriter::new(writer, Lines::new());
-    out.send_blocking("line 1").unwrap();
-    assert_eq!(
-        reader.read_blocking().unwrap().buffer().to_vec(),
-        b"line 1\n"
-    );
-    reader.advance_to(0, 7).unwrap();
-    out.send_blocking("line 2").unwrap();
-    assert_eq!(
-        reader.read_blocking().unwrap().buffer().to_vec(),
-        b"line 1\nline 2\n"
+    encodes(
+        Lines::new(),
+        ["line 1", "line 2"],
+        [b"line 1\n", b"line 1\nline 2\n"],
     );
 }
 
@@ -381,17 +383,9 @@ fn any_delimiter_decoder_discard_repeat() {
 
 #[test]
 fn any_delimiter_encoder() {
-    let (writer, mut reader) = pipe();
-    let mut out = FrameWriter::new(writer, Delimited::any_of(b",", b";--;", usize::MAX));
-    out.send_blocking("chunk 1").unwrap();
-    assert_eq!(
-        reader.read_blocking().unwrap().buffer().to_vec(),
-        b"chunk 1;--;"
-    );
-    reader.advance_to(0, 11).unwrap();
-    out.send_blocking("chunk 2").unwrap();
-    assert_eq!(
-        reader.read_blocking().unwrap().buffer().to_vec(),
-        b"chunk 1;--;chunk 2;--;"
+    encodes(
+        Delimited::any_of(b",", b";--;", usize::MAX),
+        ["chunk 1", "chunk 2"],
+        [b"chunk 1;--;", b"chunk 1;--;chunk 2;--;"],
     );
 }

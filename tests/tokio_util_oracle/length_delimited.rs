@@ -16,42 +16,29 @@
 
 use packetpipe::frame::{FrameError, LengthDelimited};
 
-use crate::wire::{kind, Wire, FEEDS};
-
-fn each_feed(test: impl Fn(crate::wire::Feed)) {
-    for feed in FEEDS {
-        test(feed);
-    }
-}
+use crate::wire::{each_feed, kind, reads, Wire};
 
 #[test]
 fn read_empty_io_yields_nothing() {
-    each_feed(|feed| {
-        Wire::new(feed, LengthDelimited::new()).eof().done();
-    });
+    reads(LengthDelimited::new, &[], &[]);
 }
 
 #[test]
 fn read_single_frame_one_packet() {
-    each_feed(|feed| {
-        Wire::new(feed, LengthDelimited::new())
-            .data(b"\x00\x00\x00\x09abcdefghi")
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .done();
-    });
+    reads(
+        LengthDelimited::new,
+        &[b"\x00\x00\x00\x09abcdefghi"],
+        &[b"abcdefghi"],
+    );
 }
 
 #[test]
 fn read_single_frame_one_packet_little_endian() {
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder().little_endian().new_codec();
-        Wire::new(feed, codec)
-            .data(b"\x09\x00\x00\x00abcdefghi")
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .done();
-    });
+    reads(
+        || LengthDelimited::builder().little_endian().new_codec(),
+        &[b"\x09\x00\x00\x00abcdefghi"],
+        &[b"abcdefghi"],
+    );
 }
 
 #[test]
@@ -61,61 +48,50 @@ fn read_single_frame_one_packet_native_endian() {
     } else {
         b"\x09\x00\x00\x00abcdefghi"
     };
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder().native_endian().new_codec();
-        Wire::new(feed, codec)
-            .data(d)
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .done();
-    });
+    reads(
+        || LengthDelimited::builder().native_endian().new_codec(),
+        &[d],
+        &[b"abcdefghi"],
+    );
 }
 
 #[test]
 fn read_single_multi_frame_one_packet() {
-    let mut d: Vec<u8> = vec![];
-    d.extend_from_slice(b"\x00\x00\x00\x09abcdefghi");
-    d.extend_from_slice(b"\x00\x00\x00\x03123");
-    d.extend_from_slice(b"\x00\x00\x00\x0bhello world");
-    each_feed(|feed| {
-        Wire::new(feed, LengthDelimited::new())
-            .data(&d)
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .frame(&b"123"[..])
-            .frame(&b"hello world"[..])
-            .done();
-    });
+    let d = [
+        &b"\x00\x00\x00\x09abcdefghi"[..],
+        b"\x00\x00\x00\x03123",
+        b"\x00\x00\x00\x0bhello world",
+    ]
+    .concat();
+    reads(
+        LengthDelimited::new,
+        &[&d],
+        &[b"abcdefghi", b"123", b"hello world"],
+    );
 }
 
 #[test]
 fn read_single_frame_multi_packet() {
-    each_feed(|feed| {
-        Wire::new(feed, LengthDelimited::new())
-            .data(b"\x00\x00")
-            .data(b"\x00\x09abc")
-            .data(b"defghi")
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .done();
-    });
+    reads(
+        LengthDelimited::new,
+        &[b"\x00\x00", b"\x00\x09abc", b"defghi"],
+        &[b"abcdefghi"],
+    );
 }
 
 #[test]
 fn read_multi_frame_multi_packet() {
-    each_feed(|feed| {
-        Wire::new(feed, LengthDelimited::new())
-            .data(b"\x00\x00")
-            .data(b"\x00\x09abc")
-            .data(b"defghi")
-            .data(b"\x00\x00\x00\x0312")
-            .data(b"3\x00\x00\x00\x0bhello world")
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .frame(&b"123"[..])
-            .frame(&b"hello world"[..])
-            .done();
-    });
+    reads(
+        LengthDelimited::new,
+        &[
+            b"\x00\x00",
+            b"\x00\x09abc",
+            b"defghi",
+            b"\x00\x00\x00\x0312",
+            b"3\x00\x00\x00\x0bhello world",
+        ],
+        &[b"abcdefghi", b"123", b"hello world"],
+    );
 }
 
 #[test]
@@ -270,92 +246,86 @@ fn read_update_max_frame_len_in_flight_over_several_waits() {
 
 #[test]
 fn read_one_byte_length_field() {
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder()
-            .length_field_length(1)
-            .new_codec();
-        Wire::new(feed, codec)
-            .data(b"\x09abcdefghi")
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .done();
-    });
+    reads(
+        || {
+            LengthDelimited::builder()
+                .length_field_length(1)
+                .new_codec()
+        },
+        &[b"\x09abcdefghi"],
+        &[b"abcdefghi"],
+    );
 }
 
 #[test]
 fn read_header_offset() {
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder()
-            .length_field_length(2)
-            .length_field_offset(4)
-            .new_codec();
-        Wire::new(feed, codec)
-            .data(b"zzzz\x00\x09abcdefghi")
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .done();
-    });
+    reads(
+        || {
+            LengthDelimited::builder()
+                .length_field_length(2)
+                .length_field_offset(4)
+                .new_codec()
+        },
+        &[b"zzzz\x00\x09abcdefghi"],
+        &[b"abcdefghi"],
+    );
 }
 
 #[test]
 fn read_single_multi_frame_one_packet_skip_none_adjusted() {
-    let mut d: Vec<u8> = vec![];
-    d.extend_from_slice(b"xx\x00\x09abcdefghi");
-    d.extend_from_slice(b"yy\x00\x03123");
-    d.extend_from_slice(b"zz\x00\x0bhello world");
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder()
-            .length_field_length(2)
-            .length_field_offset(2)
-            .num_skip(0)
-            .length_adjustment(4)
-            .new_codec();
-        Wire::new(feed, codec)
-            .data(&d)
-            .eof()
-            .frame(&b"xx\x00\x09abcdefghi"[..])
-            .frame(&b"yy\x00\x03123"[..])
-            .frame(&b"zz\x00\x0bhello world"[..])
-            .done();
-    });
+    let frames: [&[u8]; 3] = [
+        b"xx\x00\x09abcdefghi",
+        b"yy\x00\x03123",
+        b"zz\x00\x0bhello world",
+    ];
+    reads(
+        || {
+            LengthDelimited::builder()
+                .length_field_length(2)
+                .length_field_offset(2)
+                .num_skip(0)
+                .length_adjustment(4)
+                .new_codec()
+        },
+        &[&frames.concat()],
+        &frames,
+    );
 }
 
 #[test]
 fn read_single_frame_length_adjusted() {
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder()
-            .length_field_offset(0)
-            .length_field_length(3)
-            .length_adjustment(0)
-            .num_skip(4)
-            .new_codec();
-        Wire::new(feed, codec)
-            .data(b"\x00\x00\x0b\x0cHello world")
-            .eof()
-            .frame(&b"Hello world"[..])
-            .done();
-    });
+    reads(
+        || {
+            LengthDelimited::builder()
+                .length_field_offset(0)
+                .length_field_length(3)
+                .length_adjustment(0)
+                .num_skip(4)
+                .new_codec()
+        },
+        &[b"\x00\x00\x0b\x0cHello world"],
+        &[b"Hello world"],
+    );
 }
 
 #[test]
 fn read_single_multi_frame_one_packet_length_includes_head() {
-    let mut d: Vec<u8> = vec![];
-    d.extend_from_slice(b"\x00\x0babcdefghi");
-    d.extend_from_slice(b"\x00\x05123");
-    d.extend_from_slice(b"\x00\x0dhello world");
-    each_feed(|feed| {
-        let codec = LengthDelimited::builder()
-            .length_field_length(2)
-            .length_adjustment(-2)
-            .new_codec();
-        Wire::new(feed, codec)
-            .data(&d)
-            .eof()
-            .frame(&b"abcdefghi"[..])
-            .frame(&b"123"[..])
-            .frame(&b"hello world"[..])
-            .done();
-    });
+    let d = [
+        &b"\x00\x0babcdefghi"[..],
+        b"\x00\x05123",
+        b"\x00\x0dhello world",
+    ]
+    .concat();
+    reads(
+        || {
+            LengthDelimited::builder()
+                .length_field_length(2)
+                .length_adjustment(-2)
+                .new_codec()
+        },
+        &[&d],
+        &[b"abcdefghi", b"123", b"hello world"],
+    );
 }
 
 #[test]
@@ -479,6 +449,17 @@ mod write {
         (FrameWriter::new(writer, codec), reader)
     }
 
+    /// The common shape of a write test: each payload fed, one flush, then the drain pump must
+    /// make exactly the mock's calls.
+    fn writes(codec: LengthDelimited, payloads: &[&'static str], calls: Mock) {
+        let (mut out, mut reader) = out(codec);
+        for payload in payloads {
+            out.feed(Bytes::from_static(payload.as_bytes())).unwrap();
+        }
+        out.flush_blocking().unwrap();
+        drain_all(out, &mut reader, calls);
+    }
+
     /// Complete the writer and drain everything into `mock`, which must have no call left.
     fn drain_all(out: FrameWriter<LengthDelimited>, reader: &mut PipeReader, mut mock: Mock) {
         out.into_inner().complete();
@@ -496,33 +477,24 @@ mod write {
 
     #[test]
     fn write_single_frame_length_adjusted() {
-        let (mut out, mut reader) =
-            out(LengthDelimited::builder().length_adjustment(-2).new_codec());
-        out.feed(Bytes::from("abcdefghi")).unwrap();
-        out.flush_blocking().unwrap();
-        drain_all(
-            out,
-            &mut reader,
+        writes(
+            LengthDelimited::builder().length_adjustment(-2).new_codec(),
+            &["abcdefghi"],
             mock([data(b"\x00\x00\x00\x0b"), data(b"abcdefghi"), flush()]),
         );
     }
 
     #[test]
     fn write_nothing_yields_nothing() {
-        let (mut out, mut reader) = out(LengthDelimited::new());
-        out.flush_blocking().unwrap();
         // The mock has no write to accept: a write would take 0 bytes and fail the drain.
-        drain_all(out, &mut reader, mock([]));
+        writes(LengthDelimited::new(), &[], mock([]));
     }
 
     #[test]
     fn write_single_frame_one_packet() {
-        let (mut out, mut reader) = out(LengthDelimited::new());
-        out.feed(Bytes::from("abcdefghi")).unwrap();
-        out.flush_blocking().unwrap();
-        drain_all(
-            out,
-            &mut reader,
+        writes(
+            LengthDelimited::new(),
+            &["abcdefghi"],
             mock([data(b"\x00\x00\x00\x09"), data(b"abcdefghi"), flush()]),
         );
     }
@@ -542,14 +514,9 @@ mod write {
 
     #[test]
     fn write_single_multi_frame_one_packet() {
-        let (mut out, mut reader) = out(LengthDelimited::new());
-        out.feed(Bytes::from("abcdefghi")).unwrap();
-        out.feed(Bytes::from("123")).unwrap();
-        out.feed(Bytes::from("hello world")).unwrap();
-        out.flush_blocking().unwrap();
-        drain_all(
-            out,
-            &mut reader,
+        writes(
+            LengthDelimited::new(),
+            &["abcdefghi", "123", "hello world"],
             mock([
                 data(b"\x00\x00\x00\x09"),
                 data(b"abcdefghi"),
@@ -615,26 +582,20 @@ mod write {
 
     #[test]
     fn write_single_frame_little_endian() {
-        let (mut out, mut reader) = out(LengthDelimited::builder().little_endian().new_codec());
-        out.feed(Bytes::from("abcdefghi")).unwrap();
-        out.flush_blocking().unwrap();
-        drain_all(
-            out,
-            &mut reader,
+        writes(
+            LengthDelimited::builder().little_endian().new_codec(),
+            &["abcdefghi"],
             mock([data(b"\x09\x00\x00\x00"), data(b"abcdefghi"), flush()]),
         );
     }
 
     #[test]
     fn write_single_frame_with_short_length_field() {
-        let (mut out, mut reader) = out(LengthDelimited::builder()
-            .length_field_length(1)
-            .new_codec());
-        out.feed(Bytes::from("abcdefghi")).unwrap();
-        out.flush_blocking().unwrap();
-        drain_all(
-            out,
-            &mut reader,
+        writes(
+            LengthDelimited::builder()
+                .length_field_length(1)
+                .new_codec(),
+            &["abcdefghi"],
             mock([data(b"\x09"), data(b"abcdefghi"), flush()]),
         );
     }

@@ -21,6 +21,34 @@ pub enum Feed {
 /// Both ways of feeding: every read test runs with each.
 pub const FEEDS: [Feed; 2] = [Feed::Write, Feed::Append];
 
+/// Run `test` with each way of feeding.
+pub fn each_feed(test: impl Fn(Feed)) {
+    for feed in FEEDS {
+        test(feed);
+    }
+}
+
+/// The common shape of a read test: `chunks` fed one by one, the end, then exactly `frames`.
+pub fn reads<D: Decoder<Item = packetpipe::Packet>>(
+    decoder: impl Fn() -> D,
+    chunks: &[&[u8]],
+    frames: &[&[u8]],
+) where
+    D::Error: Debug,
+{
+    each_feed(|feed| {
+        let mut wire = Wire::new(feed, decoder());
+        for chunk in chunks {
+            wire.data(chunk);
+        }
+        wire.eof();
+        for frame in frames {
+            wire.frame(*frame);
+        }
+        wire.done();
+    });
+}
+
 /// A pipe whose writer plays a tokio-util mock reader, and the `Frames` over its reader.
 pub struct Wire<D> {
     feed: Feed,
