@@ -330,6 +330,19 @@ impl PoolMonitor {
 
     /// The blocks the pool has out (as [`Pool::leak_report`]), also once it closed: what is left
     /// then is what was never dropped.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
+    /// let monitor = pool.monitor();
+    /// let kept = pool.copy_from_slice(b"kept")?;
+    /// let rent_line = line!() + 1;
+    /// std::mem::forget(pool.copy_from_slice(b"forgotten")?);
+    /// drop((pool, kept)); // the pool closes; `kept`'s block is freed
+    /// let report = monitor.leak_report();
+    /// assert_eq!(report.blocks().len(), 1); // the forgotten one, with its rent site
+    /// assert_eq!(report.blocks()[0].rented_at.line(), rent_line);
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
     pub fn leak_report(&self) -> LeakReport {
         self.shared.leak_report()
     }
