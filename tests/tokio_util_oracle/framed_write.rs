@@ -8,7 +8,8 @@
 //! by the pause threshold. So `write_hits_backpressure` is said with `send_all`, a batch size and
 //! a pause threshold of the boundary's 16 KiB, and the pipe's reader as the blocking writer.
 //!
-//! Every test of the file is mirrored; no difference found.
+//! Every test of the file is mirrored. The difference in how a batch is bounded is deliberate
+//! (`FrameWriter`'s rustdoc says why) and pinned by `deviation_feed_never_flushes_or_waits`.
 
 use std::future::Future;
 use std::pin::pin;
@@ -113,4 +114,24 @@ fn write_hits_backpressure() {
     }
     let read = reader.try_read().unwrap().expect("the last item");
     assert_eq!(read.buffer().to_vec(), ((ITER * 2) as u32).to_be_bytes());
+}
+
+/// `feed` stages and returns, however much is staged: no flush, no wait at a boundary (where
+/// `FramedWrite::poll_ready` would flush at 8 KiB); the reader sees nothing until a flush.
+#[test]
+fn deviation_feed_never_flushes_or_waits() {
+    let (writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(16 * 1024));
+    let mut out = FrameWriter::new(writer, U32Encoder);
+    for i in 0..16 * 1024u32 {
+        out.feed(i).unwrap(); // 64 KiB staged, four times the pause threshold
+    }
+    assert_eq!(out.get_ref().unflushed_len(), 64 * 1024);
+    assert!(reader.try_read().unwrap().is_none(), "nothing published");
+    // The flush publishes it all; it would now wait for the reader (the pause threshold).
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(out.get_mut().poll_flush_pipe(&mut cx).is_pending());
+    assert_eq!(
+        reader.try_read().unwrap().unwrap().buffer().len(),
+        64 * 1024
+    );
 }
