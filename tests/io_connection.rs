@@ -270,14 +270,18 @@ fn an_application_writer_completed_with_an_error_still_ends_the_peers_stream() {
             .expect("the peer saw the end of the stream")
             .unwrap();
         assert_eq!(reply, b"partial reply");
-        // The peer closes too; the connection ends, with the application's error.
+        // The peer closes too and the application reads that end: the connection ends, with the
+        // application's error, where it was given.
         drop(client);
+        let end = app.reader.read_buffer().await.unwrap();
+        assert!(end.is_completed() && end.buffer().is_empty());
         let e = tokio::time::timeout(Duration::from_secs(10), connection)
             .await
             .expect("the connection ended")
             .unwrap()
             .unwrap_err();
         assert!(e.to_string().contains("application failed"), "{e}");
-        drop(app.reader);
+        assert_eq!(e.origin(), packetpipe::io::ErrorOrigin::Output);
+        assert_eq!(e.position(), 13);
     });
 }

@@ -1,25 +1,28 @@
-//! The duplex connection: one byte stream (a socket) in, two pipes out, one future to run.
+//! The duplex connection: one byte stream (a socket) in, two pipes out, one future that says how
+//! it ended.
 //!
 //! System.IO.Pipelines' `IDuplexPipe` and Kestrel's socket transport: the application gets a
 //! [`DuplexPipe`] (a reader of the bytes the peer sent, a writer of the bytes to send) and the
-//! caller gets one future that runs both pumps over the stream. The library never spawns: the
-//! caller spawns or joins the future on whatever executor it uses.
+//! caller gets a [`Connection`], the future of the connection's end. The library never spawns.
 //!
-//! How the ends propagate is in the `io` module docs (public).
+//! Two transports behind the same types (the `io` module docs say when to choose which):
+//! inline (the default: the application's reader reads the socket and its flushes write it,
+//! `transport.rs`) and pumped (two pump futures between the socket and the pipes, `pumped.rs`).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::drain::{DrainState, Sink, DEFAULT_MAX_WRITE_SEGMENTS};
-use super::fill::{FillState, Source};
-use crate::error::SharedError;
-use crate::pipe::{pipe_with, PipeOptions, PipeReader, PipeWriter};
+use super::drain::DEFAULT_MAX_WRITE_SEGMENTS;
+use super::transport::Shared;
+use crate::pipe::{block_on, PipeOptions, PipeReader, PipeWriter};
 
 /// The application's side of a duplex connection: read what the peer sent, write what to send.
 ///
 /// Dropping both ends ends the connection: the writer's drop completes it (the stream's write
-/// side is shut down after the last byte), the reader's drop stops the reading pump.
+/// side is shut down after the last byte), the reader's drop stops reading the stream.
 #[derive(Debug)]
 pub struct DuplexPipe {
     /// Bytes received from the stream, in order; completes at the peer's end of stream.
@@ -42,9 +45,10 @@ pub struct DuplexPipe {
 /// ```
 #[derive(Clone, Debug)]
 pub struct ConnectionOptions {
-    input: PipeOptions,
-    output: PipeOptions,
-    max_write_segments: usize,
+    pub(crate) input: PipeOptions,
+    pub(crate) output: PipeOptions,
+    pub(crate) max_write_segments: usize,
+    pub(crate) pumped: bool,
 }
 
 impl Default for ConnectionOptions {
@@ -53,24 +57,28 @@ impl Default for ConnectionOptions {
             input: PipeOptions::new(),
             output: PipeOptions::new(),
             max_write_segments: DEFAULT_MAX_WRITE_SEGMENTS,
+            pumped: false,
         }
     }
 }
 
 impl ConnectionOptions {
-    /// Default pipes both ways ([`PipeOptions::new`]) and 16 segments per vectored write.
+    /// Default pipes both ways ([`PipeOptions::new`]), 16 segments per vectored write, the inline
+    /// transport.
     pub fn new() -> ConnectionOptions {
         ConnectionOptions::default()
     }
 
     /// Options of the input pipe (stream -> application). Its minimum segment size is the size of
-    /// each socket read; its pause threshold bounds what is buffered for a slow application.
+    /// each socket read; its pause threshold bounds what the pumped transport buffers for a slow
+    /// application (the inline one reads only when the application asks for more).
     pub fn input(mut self, options: PipeOptions) -> Self {
         self.input = options;
         self
     }
 
-    /// Options of the output pipe (application -> stream).
+    /// Options of the output pipe (application -> stream): its pause threshold bounds what a
+    /// socket that does not take the bytes leaves buffered before the application's flush waits.
     pub fn output(mut self, options: PipeOptions) -> Self {
         self.output = options;
         self
@@ -82,155 +90,219 @@ impl ConnectionOptions {
         self.max_write_segments = segments;
         self
     }
+
+    /// The pumped transport instead of the inline one: two pump futures, run by the
+    /// [`Connection`] future, move the bytes between the stream and the pipes, so the application
+    /// may read and write from other threads or tasks than the one that runs the connection (a
+    /// socket served on one thread and parsed on another). Only for the async flavors.
+    pub fn pumped(mut self, pumped: bool) -> Self {
+        self.pumped = pumped;
+        self
+    }
 }
 
-/// A stream the connection runs over: one flavor's read, vectored write, flush and shutdown.
-pub(crate) trait Duplex: Source + Sink {
-    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+/// Which part of the connection an error came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorOrigin {
+    /// Reading the stream (a reset, say); the application's reader got it after the bytes before.
+    Read,
+    /// Writing or shutting down the stream; the application's writer got it on its next flush.
+    Write,
+    /// The application completed its reader with this error (a frame decoder's error, say).
+    Input,
+    /// The application completed its writer with this error; the stream's write side was shut
+    /// down after the bytes before it.
+    Output,
 }
 
-/// The pumps' ends of the two pipes and the connection's progress.
+/// How a connection failed: the first error of either direction, where it came from, and at
+/// which byte of its direction.
 #[derive(Debug)]
-pub(crate) struct ConnectionState {
-    /// Writes what the stream delivers (the application reads it).
-    input: PipeWriter,
-    /// Reads what the application writes (the stream gets it).
-    output: PipeReader,
-    fill: FillState,
-    drain: DrainState,
-    /// The drain finished cleanly and the stream's write side is shut down (or the drain failed).
-    output_done: bool,
-    /// The first error of either direction.
-    error: Option<io::Error>,
+pub struct ConnectionError {
+    origin: ErrorOrigin,
+    position: u64,
+    error: io::Error,
 }
 
-impl ConnectionState {
-    /// Both pipes: the application's ends, and the state holding the pumps' ends.
-    pub(crate) fn new(options: ConnectionOptions) -> (DuplexPipe, ConnectionState) {
-        let (input, reader) = pipe_with(options.input);
-        let (writer, output) = pipe_with(options.output);
-        let state = ConnectionState {
-            input,
-            output,
-            fill: FillState::new(true),
-            drain: DrainState::new(options.max_write_segments),
-            output_done: false,
-            error: None,
-        };
-        (DuplexPipe { reader, writer }, state)
+impl ConnectionError {
+    pub(crate) fn new(origin: ErrorOrigin, position: u64, error: io::Error) -> ConnectionError {
+        ConnectionError {
+            origin,
+            position,
+            error,
+        }
     }
 
-    /// Run both directions until both have ended; the first error, if any.
-    pub(crate) fn poll(
-        &mut self,
-        cx: &mut Context<'_>,
-        stream: &mut impl Duplex,
-    ) -> Poll<io::Result<()>> {
-        if !self.fill.is_finished() {
-            if let Poll::Ready(Err(e)) = self.fill.poll(cx, &mut self.input, stream) {
-                self.error.get_or_insert(e);
-            }
-        }
-        if !self.output_done {
-            if !self.drain.is_finished() {
-                if let Poll::Ready(Err(e)) = self.drain.poll(cx, &mut self.output, stream) {
-                    // Kept for the future's result; the write side is still shut down below, so
-                    // the peer sees the end of the output (after the bytes before the error)
-                    // rather than waiting for more. (After a socket write error the shutdown
-                    // fails too; its error is not the first, so it is dropped.)
-                    self.error.get_or_insert(e);
-                }
-            }
-            if self.drain.is_finished() && !self.output_done {
-                if let Poll::Ready(result) = stream.poll_shutdown(cx) {
-                    self.output_done = true;
-                    // A peer that already closed the connection leaves nothing to shut down.
-                    if let Err(e) = result.or_else(ignore_not_connected) {
-                        self.error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        if self.fill.is_finished() && self.output_done {
-            return Poll::Ready(self.error.take().map_or(Ok(()), Err));
-        }
-        Poll::Pending
+    /// The error's kind (that of the stream's error, or of the application's).
+    pub fn kind(&self) -> io::ErrorKind {
+        self.error.kind()
     }
 
-    /// The connection future is dropped: the application must not mistake the cut-off streams for
-    /// clean ends, so each unfinished direction completes with `ConnectionAborted`.
-    pub(crate) fn abort(&mut self) {
-        if self.fill.is_finished() && self.output_done {
-            return;
-        }
-        let aborted = SharedError::new(io::Error::new(
-            io::ErrorKind::ConnectionAborted,
-            "the connection future was dropped before the stream ended",
-        ));
-        if !self.fill.is_finished() {
-            self.input.complete_with_shared(aborted.clone());
-        }
-        if !self.output_done {
-            self.output.complete_inner(Some(aborted));
-        }
+    /// Where it came from.
+    pub fn origin(&self) -> ErrorOrigin {
+        self.origin
+    }
+
+    /// For [`Read`](ErrorOrigin::Read) and [`Input`](ErrorOrigin::Input): the bytes received
+    /// (read) or consumed by the application before it (for a decoder's error, the position of
+    /// the frame it could not decode); for [`Write`](ErrorOrigin::Write) and
+    /// [`Output`](ErrorOrigin::Output): the bytes written to the stream before it.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The underlying error.
+    pub fn get_ref(&self) -> &io::Error {
+        &self.error
+    }
+
+    /// The underlying error, by value.
+    pub fn into_inner(self) -> io::Error {
+        self.error
     }
 }
 
-pin_project_lite::pin_project! {
-    /// Future of a duplex connection over one flavor's I/O traits (`io::tokio::Connection<S>`,
-    /// `io::futures::Connection<S>`): reads the stream into the application's reader and writes
-    /// the application's writer to the stream, until both directions have ended; then returns the
-    /// first error of either (or `Ok`) and drops the stream.
-    ///
-    /// Cancel safety: dropping it ends the connection (it owns the stream): bytes not yet
-    /// delivered are lost, and each unfinished direction completes with a `ConnectionAborted`
-    /// error so the application does not mistake the cut for a clean end.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Connection<S, Flavor> {
-        #[pin]
-        stream: S,
-        state: ConnectionState,
-        flavor: std::marker::PhantomData<Flavor>,
-    }
-
-    impl<S, Flavor> PinnedDrop for Connection<S, Flavor> {
-        fn drop(this: Pin<&mut Self>) {
-            this.project().state.abort();
-        }
-    }
-}
-
-impl<S, Flavor> Connection<S, Flavor> {
-    /// The application's ends and the connection future over `stream`.
-    pub(crate) fn new(stream: S, options: ConnectionOptions) -> (DuplexPipe, Self) {
-        let (app, state) = ConnectionState::new(options);
-        let connection = Connection {
-            stream,
-            state,
-            flavor: std::marker::PhantomData,
-        };
-        (app, connection)
-    }
-
-    /// The connection's state and stream, for one flavor's `poll`.
-    pub(crate) fn parts(self: Pin<&mut Self>) -> (&mut ConnectionState, Pin<&mut S>) {
-        let this = self.project();
-        (this.state, this.stream)
-    }
-}
-
-impl<S, Flavor> std::fmt::Debug for Connection<S, Flavor> {
+impl std::fmt::Display for ConnectionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection")
-            .field("state", &self.state)
-            .finish()
+        let what = match self.origin {
+            ErrorOrigin::Read => "reading the stream failed after",
+            ErrorOrigin::Write => "writing the stream failed after",
+            ErrorOrigin::Input => "the application ended its input with an error at",
+            ErrorOrigin::Output => "the application ended its output with an error after",
+        };
+        let unit = match self.origin {
+            ErrorOrigin::Read => "bytes received",
+            ErrorOrigin::Input => "bytes consumed",
+            ErrorOrigin::Write | ErrorOrigin::Output => "bytes written",
+        };
+        write!(f, "{what} {} {unit}: {}", self.position, self.error)
     }
 }
 
-fn ignore_not_connected(e: io::Error) -> io::Result<()> {
-    if e.kind() == io::ErrorKind::NotConnected {
-        Ok(())
-    } else {
-        Err(e)
+impl std::error::Error for ConnectionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<ConnectionError> for io::Error {
+    fn from(e: ConnectionError) -> io::Error {
+        io::Error::new(e.error.kind(), e)
+    }
+}
+
+/// How a connection ended without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct End {
+    pub(crate) peer_closed: bool,
+    pub(crate) received: u64,
+    pub(crate) sent: u64,
+}
+
+impl End {
+    /// Whether the peer ended its stream (end of file): `false` when the application stopped
+    /// reading first (dropped or completed its reader).
+    pub fn peer_closed(&self) -> bool {
+        self.peer_closed
+    }
+
+    /// Bytes received from the stream.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Bytes written to the stream.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+}
+
+/// The future of a duplex connection's end: `Ok(End)` once both directions ended cleanly, or the
+/// first error of either, with its origin and position ([`ConnectionError`]).
+///
+/// Inline transport (the default): the application's reader reads the stream and its flushes
+/// write it; this future writes only what the stream did not take at once (and shuts down the
+/// write side if a flush could not), so it costs nothing while the socket keeps up. Run it (spawn
+/// it, or [`join`](super::join) it with the application, or `wait()` on it in blocking code):
+/// bytes a full socket did not take are written by it. Pumped transport: it runs both pumps.
+///
+/// Cancel safety: dropping it before the end cuts the connection: each unfinished direction
+/// completes with a `ConnectionAborted` error, so the application does not mistake the cut for a
+/// clean end.
+#[must_use = "futures do nothing unless polled"]
+pub struct Connection {
+    inner: Inner,
+}
+
+enum Inner {
+    Inline(Arc<Shared>),
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    Pumped(Pin<Box<dyn Future<Output = Result<End, ConnectionError>> + Send>>),
+    Done,
+}
+
+impl Connection {
+    pub(crate) fn inline(shared: Arc<Shared>) -> Connection {
+        Connection {
+            inner: Inner::Inline(shared),
+        }
+    }
+
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    pub(crate) fn pumped(
+        future: impl Future<Output = Result<End, ConnectionError>> + Send + 'static,
+    ) -> Connection {
+        Connection {
+            inner: Inner::Pumped(Box::pin(future)),
+        }
+    }
+
+    /// Whether the connection runs the inline transport.
+    pub fn is_inline(&self) -> bool {
+        matches!(self.inner, Inner::Inline(_))
+    }
+
+    /// Block the calling thread until the connection has ended, running it meanwhile (the
+    /// blocking connections' form of `.await`).
+    pub fn wait(self) -> Result<End, ConnectionError> {
+        block_on(self)
+    }
+}
+
+impl Future for Connection {
+    type Output = Result<End, ConnectionError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let result = match &mut self.inner {
+            Inner::Inline(shared) => std::task::ready!(shared.poll_drive(cx)),
+            #[cfg(any(feature = "tokio", feature = "futures-io"))]
+            Inner::Pumped(future) => std::task::ready!(future.as_mut().poll(cx)),
+            Inner::Done => panic!("Connection polled after it returned"),
+        };
+        self.inner = Inner::Done;
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Inner::Inline(shared) = &self.inner {
+            shared.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let transport = match &self.inner {
+            Inner::Inline(_) => "inline",
+            #[cfg(any(feature = "tokio", feature = "futures-io"))]
+            Inner::Pumped(_) => "pumped",
+            Inner::Done => "ended",
+        };
+        f.debug_struct("Connection")
+            .field("transport", &transport)
+            .finish()
     }
 }

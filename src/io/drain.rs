@@ -60,6 +60,12 @@ impl DrainState {
         self.finished
     }
 
+    /// Bytes moved so far.
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
     /// Run the pump until the writer completes and every byte is written and flushed
     /// (`Ok(bytes written)`), or an error: the sink's (the reader is completed with it), or the
     /// writer's completion error (after every byte before it was written).

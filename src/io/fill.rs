@@ -57,6 +57,12 @@ impl FillState {
         self.finished
     }
 
+    /// Bytes moved so far.
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
     /// Run the pump until the source ends (`Ok(bytes read)`, writer completed), the reader
     /// completes (`Ok`), or an error (returned, and given to the reader when it is the source's).
     ///

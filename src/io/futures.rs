@@ -27,10 +27,11 @@ use std::task::{Context, Poll};
 use futures_io::{AsyncBufRead, AsyncRead, AsyncWrite};
 
 use super::byte_stream;
-use super::connection::Duplex;
 use super::drain::Sink;
 use super::fill::Source;
-use super::{ConnectionOptions, DuplexPipe};
+use super::pumped::{Duplex, Pumped};
+use super::transport::{self, ReadSide, SharedStream, WriteSide};
+use super::{Connection, ConnectionError, ConnectionOptions, DuplexPipe, End};
 use crate::pipe::{PipeReader, PipeWriter};
 
 /// Reads return the unconsumed bytes, waiting only when there are none; `Ok(0)` once the writer
@@ -194,31 +195,58 @@ impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
 }
 
 /// A duplex connection over a futures-io `stream` with default options: the application's
-/// [`DuplexPipe`] and the [`Connection`] future that runs both pumps. See the
-/// [`io`](super) module docs for how the ends propagate.
-pub fn connection<S>(stream: S) -> (DuplexPipe, Connection<S>)
+/// [`DuplexPipe`] and the [`Connection`] future of its end. Inline transport: the application's
+/// reads read the stream and its flushes write it, the two halves sharing the stream behind a
+/// mutex. See the [`io`](super) module docs for how the ends propagate.
+pub fn connection<S>(stream: S) -> (DuplexPipe, Connection)
 where
-    S: AsyncRead + AsyncWrite,
+    S: AsyncRead + AsyncWrite + Send + 'static,
 {
     connection_with(stream, ConnectionOptions::new())
 }
 
-/// [`connection`] with the given options.
-pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe, Connection<S>)
+/// [`connection`] with the given options (the pumped transport among them).
+pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe, Connection)
 where
-    S: AsyncRead + AsyncWrite,
+    S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    Connection::new(stream, options)
+    if options.pumped {
+        let (app, pumped) = Pumped::<S, super::FuturesIo>::new(stream, options);
+        return (app, Connection::pumped(pumped));
+    }
+    let (read, write) = SharedStream::<_, super::FuturesIo>::split(stream);
+    transport::connect(read, write, options)
 }
 
-/// Future of a duplex connection (see [`super::Connection`]: dropping it ends the connection).
-pub type Connection<S> = super::Connection<S, super::FuturesIo>;
-
-impl<S: AsyncRead + AsyncWrite> Future for Connection<S> {
-    type Output = io::Result<()>;
+impl<S: AsyncRead + AsyncWrite> Future for Pumped<S, super::FuturesIo> {
+    type Output = Result<End, ConnectionError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (state, stream) = self.parts();
         state.poll(cx, &mut FuturesIo(stream))
+    }
+}
+
+impl<S: AsyncRead + Send + 'static> ReadSide for SharedStream<S, super::FuturesIo> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.with(|stream| stream.poll_read(cx, buf))
+    }
+}
+
+impl<S: AsyncWrite + Send + 'static> WriteSide for SharedStream<S, super::FuturesIo> {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.with(|stream| stream.poll_write_vectored(cx, bufs))
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|stream| stream.poll_flush(cx))
+    }
+
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|stream| stream.poll_close(cx))
     }
 }

@@ -62,33 +62,37 @@
 //! [`PipeWriter::flush_pipe`]: crate::pipe::PipeWriter::flush_pipe
 //! [`PipeWriter::complete`]: crate::pipe::PipeWriter::complete
 
+pub mod blocking;
 mod buf_mut;
 mod byte_stream;
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
 mod connection;
 mod drain;
 mod fill;
 #[cfg(feature = "futures-io")]
 pub mod futures;
 mod join;
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+mod pumped;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+mod transport;
 
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-pub use connection::{Connection, ConnectionOptions, DuplexPipe};
+pub use connection::{
+    Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
+};
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 pub use drain::Drain;
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 pub use fill::Fill;
 
-/// Marker for the futures over tokio's I/O traits: [`Fill`], [`Drain`] and [`Connection`] with it
-/// are `io::tokio::{Fill, Drain, Connection}`.
+/// Marker for the futures over tokio's I/O traits: [`Fill`] and [`Drain`] with it are
+/// `io::tokio::{Fill, Drain}`.
 #[cfg(feature = "tokio")]
 #[derive(Debug)]
 pub enum Tokio {}
 
-/// Marker for the futures over futures-io's traits: [`Fill`], [`Drain`] and [`Connection`] with it
-/// are `io::futures::{Fill, Drain, Connection}`.
+/// Marker for the futures over futures-io's traits: [`Fill`] and [`Drain`] with it are
+/// `io::futures::{Fill, Drain}`.
 #[cfg(feature = "futures-io")]
 #[derive(Debug)]
 pub enum FuturesIo {}

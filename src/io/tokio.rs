@@ -37,11 +37,18 @@ use std::task::{ready, Context, Poll};
 
 use ::tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
+use std::any::Any;
+
+use ::tokio::net::{tcp, TcpStream};
+#[cfg(unix)]
+use ::tokio::net::{unix, UnixStream};
+
 use super::byte_stream;
-use super::connection::Duplex;
 use super::drain::Sink;
 use super::fill::Source;
-use super::{ConnectionOptions, DuplexPipe};
+use super::pumped::{Duplex, Pumped};
+use super::transport::{self, ReadSide, SharedStream, WriteSide};
+use super::{Connection, ConnectionError, ConnectionOptions, DuplexPipe, End};
 use crate::pipe::{PipeReader, PipeWriter};
 
 /// Reads return the unconsumed bytes, waiting only when there are none; end of stream (no bytes
@@ -216,32 +223,127 @@ impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
 }
 
 /// A duplex connection over `stream` with default options: the application's [`DuplexPipe`] and
-/// the [`Connection`] future that runs both pumps (spawn it, or join it with the application).
-/// The [module docs](self) have an example; the [`io`](super) module docs say how the ends
-/// propagate.
-pub fn connection<S>(stream: S) -> (DuplexPipe, Connection<S>)
+/// the [`Connection`] future of its end (spawn it, or join it with the application). The
+/// [module docs](self) have an example; the [`io`](super) module docs say how the ends propagate.
+///
+/// Inline transport: the application's reads read the stream and its flushes write it. tokio's
+/// `TcpStream` and `UnixStream` are read on readiness (`poll_read_ready`, then `try_read`, so a
+/// connection waiting for its peer holds no pooled block) and written with `try_write_vectored`;
+/// any other stream through its `AsyncRead` and `AsyncWrite`, its halves sharing it behind a
+/// mutex.
+pub fn connection<S>(stream: S) -> (DuplexPipe, Connection)
 where
-    S: AsyncRead + AsyncWrite,
+    S: AsyncRead + AsyncWrite + Send + 'static,
 {
     connection_with(stream, ConnectionOptions::new())
 }
 
-/// [`connection`] with the given options.
-pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe, Connection<S>)
+/// [`connection`] with the given options (the pumped transport among them).
+pub fn connection_with<S>(stream: S, options: ConnectionOptions) -> (DuplexPipe, Connection)
 where
-    S: AsyncRead + AsyncWrite,
+    S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    Connection::new(stream, options)
+    if options.pumped {
+        let (app, pumped) = Pumped::<S, super::Tokio>::new(stream, options);
+        return (app, Connection::pumped(pumped));
+    }
+    let mut slot = Some(stream);
+    let any: &mut dyn Any = &mut slot;
+    if let Some(tcp) = any.downcast_mut::<Option<TcpStream>>() {
+        let (read, write) = tcp.take().expect("just put").into_split();
+        return transport::connect(read, write, options);
+    }
+    #[cfg(unix)]
+    if let Some(unix) = any.downcast_mut::<Option<UnixStream>>() {
+        let (read, write) = unix.take().expect("just put").into_split();
+        return transport::connect(read, write, options);
+    }
+    let (read, write) = SharedStream::<_, super::Tokio>::split(slot.take().expect("just put"));
+    transport::connect(read, write, options)
 }
 
-/// Future of a duplex connection (see [`super::Connection`]: dropping it ends the connection).
-pub type Connection<S> = super::Connection<S, super::Tokio>;
-
-impl<S: AsyncRead + AsyncWrite> Future for Connection<S> {
-    type Output = io::Result<()>;
+impl<S: AsyncRead + AsyncWrite> Future for Pumped<S, super::Tokio> {
+    type Output = Result<End, ConnectionError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (state, stream) = self.parts();
         state.poll(cx, &mut TokioIo(stream))
+    }
+}
+
+/// Readiness first: `poll_read_ready`, then `try_read` (no zero-byte read probe).
+macro_rules! ready_halves {
+    ($read:ty, $write:ty, $stream:ty) => {
+        impl ReadSide for $read {
+            fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                AsRef::<$stream>::as_ref(self).poll_read_ready(cx)
+            }
+
+            fn poll_read(
+                &mut self,
+                cx: &mut Context<'_>,
+                buf: &mut [u8],
+            ) -> Poll<io::Result<usize>> {
+                let stream: &$stream = self.as_ref();
+                loop {
+                    match stream.try_read(buf) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            ready!(stream.poll_read_ready(cx))?;
+                        }
+                        result => return Poll::Ready(result),
+                    }
+                }
+            }
+        }
+
+        impl WriteSide for $write {
+            fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                <$write>::try_write_vectored(self, bufs)
+            }
+
+            fn poll_write_vectored(
+                &mut self,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                AsyncWrite::poll_write_vectored(Pin::new(self), cx, bufs)
+            }
+
+            fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                AsyncWrite::poll_shutdown(Pin::new(self), cx)
+            }
+        }
+    };
+}
+
+ready_halves!(tcp::OwnedReadHalf, tcp::OwnedWriteHalf, TcpStream);
+#[cfg(unix)]
+ready_halves!(unix::OwnedReadHalf, unix::OwnedWriteHalf, UnixStream);
+
+impl<S: AsyncRead + Send + 'static> ReadSide for SharedStream<S, super::Tokio> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.with(|stream| {
+            let mut buf = ReadBuf::new(buf);
+            ready!(stream.poll_read(cx, &mut buf))?;
+            Poll::Ready(Ok(buf.filled().len()))
+        })
+    }
+}
+
+impl<S: AsyncWrite + Send + 'static> WriteSide for SharedStream<S, super::Tokio> {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.with(|stream| stream.poll_write_vectored(cx, bufs))
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|stream| stream.poll_flush(cx))
+    }
+
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|stream| stream.poll_shutdown(cx))
     }
 }

@@ -99,6 +99,7 @@ mod read_buffer;
 mod read_until;
 mod reader;
 mod state;
+pub(crate) mod transport;
 mod wait;
 mod writer;
 

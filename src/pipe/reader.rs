@@ -9,6 +9,7 @@ use super::blocking::{block_on, coalesce, SMALL_READ};
 use super::queue::Consumer;
 use super::read_buffer::ReadBuffer;
 use super::state::{PipeCanceler, PipeState, DONE, FAILED};
+use super::transport::Refill;
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketChain};
 use crate::pool::{BlockUse, Pool};
@@ -122,6 +123,8 @@ pub struct PipeReader {
     /// yield once first (see `Read::poll`).
     small_async_read: bool,
     completed: bool,
+    /// An inline transport's reads of the source (`pipe::transport`), when there is one.
+    source: Option<Box<dyn Refill>>,
 }
 
 impl PipeReader {
@@ -147,6 +150,20 @@ impl PipeReader {
             coalesce: false,
             small_async_read: false,
             completed: false,
+            source: None,
+        }
+    }
+
+    /// Read `source` within this reader's own waits from now on (an inline transport).
+    pub(crate) fn set_source(&mut self, source: Box<dyn Refill>) {
+        self.source = Some(source);
+    }
+
+    /// Send the writer's parked block home if this reader holds no unconsumed byte (an idle
+    /// connection's output).
+    pub(crate) fn release_writer_block(&mut self) {
+        if self.queue.available() == 0 {
+            self.queue.release_parked_tail();
         }
     }
 
@@ -344,6 +361,20 @@ impl PipeReader {
             }
             if registered {
                 return Poll::Pending;
+            }
+            if let Some(source) = self.source.as_mut() {
+                let available = self.queue.available();
+                let need = match want {
+                    Want::New => 1,
+                    Want::AtLeast(n) => n.saturating_sub(available).max(1),
+                };
+                // This reader is about to publish into its own pipe: a registration left from an
+                // earlier wait would make that publish wake this very task. It registers again
+                // (and checks again) below before it sleeps.
+                self.state.waits.reader.unregister();
+                if source.poll_refill(cx, need, available == 0).is_ready() {
+                    continue;
+                }
             }
             if let Want::AtLeast(n) = want {
                 // Lift backpressure: the writer must not pause while we wait for bytes it has not
@@ -799,6 +830,10 @@ impl PipeReader {
         self.last_len = None;
         self.end_lift();
         let mut word = DONE | self.examined_max;
+        let source = self.source.take();
+        if let Some(mut source) = source {
+            source.close(error.as_ref(), self.queue.consumed());
+        }
         if let Some(error) = error {
             self.state.set_reader_error(error);
             word |= FAILED;

@@ -177,6 +177,12 @@ impl PipeCanceler {
         self.state.waits.reader.wake();
     }
 
+    /// Wake a reader waiting on its pipe, changing nothing: it looks at its source again (an
+    /// inline transport's end).
+    pub(crate) fn wake_reader(&self) {
+        self.state.waits.reader.wake();
+    }
+
     /// Make the pending flush (or the next one) return with `is_canceled`; flushed data stays
     /// committed.
     pub fn cancel_pending_flush(&self) {

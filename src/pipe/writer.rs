@@ -8,6 +8,7 @@ use std::task::{ready, Context, Poll};
 use super::blocking::block_on;
 use super::queue::Producer;
 use super::state::{PipeCanceler, PipeState, COUNT, DONE, FAILED};
+use super::transport::Deliver;
 use crate::block::ParkedWriter;
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketBuf};
@@ -83,6 +84,8 @@ pub struct PipeWriter {
     /// know that a flush or write far below the pause threshold cannot pause.
     reader_seen: u64,
     completed: bool,
+    /// An inline transport's destination (`pipe::transport`), when there is one.
+    sink: Option<Box<dyn Deliver>>,
 }
 
 /// The writer's write buffer.
@@ -119,7 +122,21 @@ impl PipeWriter {
             reader_done: false,
             reader_seen: 0,
             completed: false,
+            sink: None,
         }
+    }
+
+    /// Hand every flush's bytes to `sink` within the flush from now on (an inline transport).
+    pub(crate) fn set_sink(&mut self, sink: Box<dyn Deliver>) {
+        self.sink = Some(sink);
+    }
+
+    /// Publish the staged bytes without waiting: a refill run by this pipe's own reader, which
+    /// is the one that would lift a pause.
+    #[inline]
+    pub(crate) fn publish_now(&mut self) {
+        self.end_discarded_write();
+        self.publish_staged();
     }
 
     /// Stage a packet without copying it. Empty packets are ignored: they change nothing, not even
@@ -295,6 +312,9 @@ impl PipeWriter {
             // from a flush whose poll was abandoned while waiting must not make this one wait for
             // the (lower) resume threshold.
             self.paused = false;
+            if let Some(sink) = self.sink.as_mut() {
+                sink.deliver();
+            }
         }
         let mut registered = false;
         loop {
@@ -410,6 +430,9 @@ impl PipeWriter {
         // Bytes and DONE go out in one atomic add: the reader cannot see the end before the data.
         self.queue.publish(flags);
         self.state.waits.reader.wake();
+        if let Some(mut sink) = self.sink.take() {
+            sink.finish();
+        }
     }
 
     /// A handle that cancels pending reads and flushes from another thread or task.

@@ -1,0 +1,603 @@
+//! The inline transport: the application's pipe ends move the bytes themselves.
+//!
+//! - Input: the application's [`PipeReader`] carries an [`Inbound`] (its `Refill`): a read that
+//!   finds nothing beyond its examined point reads the stream into the input pipe's writer, which
+//!   the `Inbound` owns, and sees the bytes in the same poll or call. Readiness first, then a
+//!   block: a stream that can say when it is readable is asked first, so a connection waiting
+//!   for its peer holds no pooled block; a blocking stream is read into a per-thread scratch
+//!   while the application holds no byte, for the same reason.
+//! - Output: the application's [`PipeWriter`] carries an [`Outbound`] (its `Deliver`): a flush
+//!   that publishes bytes writes them to the stream at once, with vectored writes of the
+//!   segments, and keeps only what the stream did not take; those (and the write side's
+//!   shutdown, if the stream cannot do it at once) are left to the connection's future, which
+//!   the stream's write readiness wakes. Backpressure stays the output pipe's: a flush waits
+//!   while the untaken bytes reach its pause threshold.
+//!
+//! The stream's two halves (one flavor's [`ReadSide`] and [`WriteSide`]) are the only things a
+//! flavor supplies. The output half and the output pipe's reader sit behind one mutex, taken
+//! with `try_lock` by flushes and with `lock` by the connection's future: on one task it is never
+//! contended, and a flush that finds it held leaves the bytes to the future that holds it.
+
+use std::cell::RefCell;
+use std::io::{self, IoSlice};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::task::{Context, Poll, Wake, Waker};
+
+use super::byte_stream::io_error;
+use super::connection::{
+    Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
+};
+use super::drain::MAX_WRITE_SEGMENTS;
+use crate::error::SharedError;
+use crate::pipe::transport::{Deliver, Refill};
+use crate::pipe::{pipe_with, PipeCanceler, PipeReader, PipeWriter};
+
+/// One flavor's read half of a stream.
+pub(crate) trait ReadSide: Send + Sync + 'static {
+    /// Whether a read blocks the thread until bytes come (std's `Read`): such a side is read
+    /// into a per-thread scratch while the application holds no byte.
+    const BLOCKING: bool = false;
+
+    /// `Ready` once a read may find bytes (or the end, or an error); sides that cannot tell
+    /// return `Ready` at once.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Read into `buf` (never empty): `Ok(0)` is the end of the stream; `Pending` when nothing
+    /// is there now, `cx` to be woken when there is.
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
+}
+
+/// One flavor's write half of a stream.
+pub(crate) trait WriteSide: Send + Sync + 'static {
+    /// Write without waiting; `WouldBlock` when the stream takes nothing now. Blocking sides
+    /// simply write.
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let waker = noop_waker();
+        match self.poll_write_vectored(&mut Context::from_waker(waker), bufs) {
+            Poll::Ready(result) => result,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Write, `cx` woken when the stream can take more.
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>>;
+
+    /// Flush the stream's own buffers, if it has any.
+    fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Shut down the write side (the peer sees the end of the stream).
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+/// A stream that cannot be split, shared by its two halves behind a mutex (each half takes it
+/// for one poll; the stream keeps its read and write wakers apart, as tokio's and futures-io's
+/// streams do).
+/// `Flavor` says whose I/O traits the stream is driven through.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+pub(crate) struct SharedStream<S, Flavor>(
+    Arc<Mutex<std::pin::Pin<Box<S>>>>,
+    std::marker::PhantomData<Flavor>,
+);
+
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+impl<S, Flavor> SharedStream<S, Flavor> {
+    /// The two halves of `stream`.
+    pub(crate) fn split(stream: S) -> (Self, Self) {
+        let shared = Arc::new(Mutex::new(Box::pin(stream)));
+        let half = |shared| SharedStream(shared, std::marker::PhantomData);
+        (half(shared.clone()), half(shared))
+    }
+
+    /// Run `f` on the stream.
+    pub(crate) fn with<T>(&mut self, f: impl FnOnce(std::pin::Pin<&mut S>) -> T) -> T {
+        f(lock(&self.0).as_mut())
+    }
+}
+
+/// A waker that does nothing: for writes that must not wait (a pending one is left to the
+/// connection's future, which polls again with its own waker).
+fn noop_waker() -> &'static Waker {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    static NOOP: OnceLock<Waker> = OnceLock::new();
+    NOOP.get_or_init(|| Waker::from(Arc::new(Noop)))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An inline connection over `read` and `write`, the halves of one stream.
+pub(crate) fn connect(
+    read: impl ReadSide,
+    write: impl WriteSide,
+    options: ConnectionOptions,
+) -> (DuplexPipe, Connection) {
+    let (input, mut reader) = pipe_with(options.input);
+    let (mut writer, output) = pipe_with(options.output);
+    let shared = Arc::new(Shared {
+        output: Mutex::new(Output {
+            reader: output,
+            write: Box::new(write),
+            max_segments: options.max_write_segments.clamp(1, MAX_WRITE_SEGMENTS),
+            sent: 0,
+            unflushed: false,
+            shut_down: false,
+        }),
+        deliver_pending: AtomicBool::new(false),
+        driver: Mutex::new(None),
+        reader: reader.canceler(),
+        input_done: AtomicBool::new(false),
+        output_done: AtomicBool::new(false),
+        aborted: AtomicBool::new(false),
+        end: Mutex::new(EndState::default()),
+    });
+    reader.set_source(Box::new(Inbound {
+        writer: input,
+        read,
+        shared: shared.clone(),
+        received: 0,
+        ended: false,
+    }));
+    writer.set_sink(Box::new(Outbound {
+        shared: shared.clone(),
+    }));
+    (DuplexPipe { reader, writer }, Connection::inline(shared))
+}
+
+/// What both directions share with the connection's future.
+pub(crate) struct Shared {
+    output: Mutex<Output>,
+    /// A flush found `output` held (by the future): the future looks again before it sleeps.
+    deliver_pending: AtomicBool,
+    /// The connection future's waker.
+    driver: Mutex<Option<Waker>>,
+    /// Wakes the application's reader if it waits (an abort).
+    reader: PipeCanceler,
+    input_done: AtomicBool,
+    output_done: AtomicBool,
+    /// The connection's future was dropped before the end.
+    aborted: AtomicBool,
+    end: Mutex<EndState>,
+}
+
+#[derive(Default)]
+struct EndState {
+    error: Option<ConnectionError>,
+    peer_closed: bool,
+    received: u64,
+    sent: u64,
+}
+
+impl Shared {
+    fn wake_driver(&self) {
+        if let Some(waker) = lock(&self.driver).take() {
+            waker.wake();
+        }
+    }
+
+    /// Keep the first error of the connection.
+    fn record(&self, origin: ErrorOrigin, position: u64, error: io::Error) {
+        let mut end = lock(&self.end);
+        if end.error.is_none() {
+            end.error = Some(ConnectionError::new(origin, position, error));
+        }
+    }
+
+    fn input_ended(&self, peer_closed: bool, received: u64) {
+        {
+            let mut end = lock(&self.end);
+            end.peer_closed = peer_closed;
+            end.received = received;
+        }
+        self.input_done.store(true, Ordering::Release);
+        self.wake_driver();
+    }
+
+    fn output_ended(&self, sent: u64) {
+        lock(&self.end).sent = sent;
+        self.output_done.store(true, Ordering::Release);
+        self.wake_driver();
+    }
+
+    /// The connection future's poll: write what flushes left, shut down when the application's
+    /// output ended, return once both directions have ended.
+    pub(crate) fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<End, ConnectionError>> {
+        {
+            let mut slot = lock(&self.driver);
+            match &*slot {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => *slot = Some(cx.waker().clone()),
+            }
+        }
+        loop {
+            self.deliver_pending.store(false, Ordering::SeqCst);
+            if !self.output_done.load(Ordering::Acquire) {
+                let mut output = lock(&self.output);
+                let _ = output.drive(self, Some(cx));
+            }
+            // A flush that found the output held while it was driven above: look again.
+            if !self.deliver_pending.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        if self.input_done.load(Ordering::Acquire) && self.output_done.load(Ordering::Acquire) {
+            let mut end = lock(&self.end);
+            return Poll::Ready(match end.error.take() {
+                Some(error) => Err(error),
+                None => Ok(End {
+                    peer_closed: end.peer_closed,
+                    received: end.received,
+                    sent: end.sent,
+                }),
+            });
+        }
+        Poll::Pending
+    }
+
+    /// The connection's future was dropped before the end: cut both directions.
+    pub(crate) fn abort(&self) {
+        if self.input_done.load(Ordering::Acquire) && self.output_done.load(Ordering::Acquire) {
+            return;
+        }
+        self.aborted.store(true, Ordering::SeqCst);
+        let aborted = SharedError::new(aborted_error());
+        {
+            let mut output = lock(&self.output);
+            if !output.shut_down {
+                output.shut_down = true;
+                output.reader.complete_inner(Some(aborted));
+            }
+        }
+        self.reader.wake_reader();
+    }
+
+    /// Try `deliver`'s write now, or leave it to the future.
+    fn deliver(&self, finish: bool) {
+        match self.output.try_lock() {
+            Ok(mut output) => {
+                if output.drive(self, None).is_pending() || finish {
+                    self.wake_driver();
+                }
+            }
+            Err(TryLockError::Poisoned(poisoned)) => {
+                let _ = poisoned.into_inner().drive(self, None);
+                self.wake_driver();
+            }
+            Err(TryLockError::WouldBlock) => {
+                self.deliver_pending.store(true, Ordering::SeqCst);
+                self.wake_driver();
+            }
+        }
+    }
+}
+
+fn aborted_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "the connection future was dropped before the stream ended",
+    )
+}
+
+/// The output direction: the output pipe's reader and the stream's write half.
+struct Output {
+    reader: PipeReader,
+    write: Box<dyn WriteSide>,
+    max_segments: usize,
+    sent: u64,
+    /// Bytes were written since the stream was last flushed.
+    unflushed: bool,
+    /// The write side is shut down (or failed, or cut): nothing more is written.
+    shut_down: bool,
+}
+
+impl Output {
+    /// Write what is published; with `cx`, wait (register) for the stream, else stop at the first
+    /// write it does not take. After the application's last byte, flush and shut down. `Ready`
+    /// when nothing is left to write now (or the direction ended).
+    fn drive(&mut self, shared: &Shared, mut cx: Option<&mut Context<'_>>) -> Poll<()> {
+        if self.shut_down {
+            return Poll::Ready(());
+        }
+        loop {
+            let (completed, written) = match self.reader.try_read() {
+                Ok(None) => return Poll::Ready(()),
+                Ok(Some(read)) => {
+                    let completed = read.is_completed();
+                    let buffer = read.buffer();
+                    if buffer.is_empty() {
+                        (completed, None)
+                    } else {
+                        let mut slices = [IoSlice::new(&[]); MAX_WRITE_SEGMENTS];
+                        let n = buffer.io_slices(&mut slices[..self.max_segments]);
+                        let slices = &slices[..n];
+                        let offered: usize = slices.iter().map(|s| s.len()).sum();
+                        let result = match cx.as_deref_mut() {
+                            None => self.write.try_write_vectored(slices),
+                            Some(cx) => match self.write.poll_write_vectored(cx, slices) {
+                                Poll::Ready(result) => result,
+                                Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+                            },
+                        };
+                        (completed, Some((result, offered)))
+                    }
+                }
+                Err(e) => {
+                    // The application completed its writer with an error, after every byte
+                    // before it: the peer still sees the end of the stream.
+                    shared.record(ErrorOrigin::Output, self.sent, io_error(e));
+                    return self.shut_down_write(shared, cx);
+                }
+            };
+            match written {
+                None if completed => return self.shut_down_write(shared, cx),
+                None => {
+                    let _ = self.reader.advance_to(0, 0);
+                    return Poll::Ready(());
+                }
+                Some((Ok(n), offered)) if n == 0 || n > offered => {
+                    let e = if n == 0 {
+                        io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "the stream accepted 0 bytes of a non-empty write",
+                        )
+                    } else {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "the stream reported {n} bytes written, of {offered} it was given"
+                            ),
+                        )
+                    };
+                    self.fail(shared, e);
+                    return Poll::Ready(());
+                }
+                Some((Ok(n), _)) => {
+                    self.sent += n as u64;
+                    self.unflushed = true;
+                    let _ = self.reader.advance_to(n, n);
+                }
+                Some((Err(e), _)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let _ = self.reader.advance_to(0, 0);
+                    return Poll::Pending;
+                }
+                Some((Err(e), _)) if e.kind() == io::ErrorKind::Interrupted => {
+                    let _ = self.reader.advance_to(0, 0);
+                }
+                Some((Err(e), _)) => {
+                    self.fail(shared, e);
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+
+    /// Flush and shut down the write side after the application's last byte.
+    fn shut_down_write(&mut self, shared: &Shared, cx: Option<&mut Context<'_>>) -> Poll<()> {
+        let waker = noop_waker();
+        let mut noop = Context::from_waker(waker);
+        let cx = cx.unwrap_or(&mut noop);
+        if self.unflushed {
+            match self.write.poll_flush(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(e)) => {
+                    self.fail(shared, e);
+                    return Poll::Ready(());
+                }
+            }
+        }
+        match self.write.poll_shutdown(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(result) => {
+                self.shut_down = true;
+                // A peer that already closed the connection leaves nothing to shut down.
+                if let Err(e) = result {
+                    if e.kind() != io::ErrorKind::NotConnected {
+                        shared.record(ErrorOrigin::Write, self.sent, e);
+                    }
+                }
+                self.reader.complete();
+                shared.output_ended(self.sent);
+                Poll::Ready(())
+            }
+        }
+    }
+
+    /// A write failed: the application's writer gets the error on its next flush.
+    fn fail(&mut self, shared: &Shared, error: io::Error) {
+        let error = SharedError::new(error);
+        shared.record(ErrorOrigin::Write, self.sent, error.to_io_error());
+        self.shut_down = true;
+        self.reader.complete_inner(Some(error));
+        shared.output_ended(self.sent);
+    }
+}
+
+/// The application writer's hook: its flushes write the stream.
+struct Outbound {
+    shared: Arc<Shared>,
+}
+
+impl Deliver for Outbound {
+    #[inline]
+    fn deliver(&mut self) {
+        self.shared.deliver(false);
+    }
+
+    fn finish(&mut self) {
+        self.shared.deliver(true);
+    }
+}
+
+/// Bytes of the per-thread scratch a blocking stream is read into while the application holds
+/// no byte.
+const SCRATCH: usize = 16 * 1024;
+
+thread_local! {
+    static SCRATCH_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; SCRATCH].into_boxed_slice());
+}
+
+/// Most bytes one read asks for when the application waits for a large frame: its own block up
+/// to this size, so a big frame arrives in few reads.
+const MAX_READ: u64 = 1 << 20;
+
+/// The application reader's hook: its reads read the stream.
+struct Inbound<R> {
+    /// The input pipe's writer.
+    writer: PipeWriter,
+    read: R,
+    shared: Arc<Shared>,
+    received: u64,
+    /// The stream ended (or failed): the writer is completed.
+    ended: bool,
+}
+
+impl<R: ReadSide> Inbound<R> {
+    fn fail(&mut self, error: io::Error) {
+        let shared = SharedError::new(error);
+        self.shared
+            .record(ErrorOrigin::Read, self.received, shared.to_io_error());
+        self.writer.complete_with_shared(shared);
+        self.end(false);
+    }
+
+    fn end(&mut self, peer_closed: bool) {
+        if !self.ended {
+            self.ended = true;
+            self.shared.input_ended(peer_closed, self.received);
+        }
+    }
+
+    /// Waiting on the stream: release what an idle connection need not hold.
+    fn idle(&mut self, idle: bool) {
+        self.writer.release_unused_buffer();
+        if idle {
+            // Nothing unconsumed in and (once written) nothing out: the output writer's partly
+            // used block goes home too, so a connection waiting for its peer holds none.
+            if let Ok(mut output) = self.shared.output.try_lock() {
+                output.reader.release_writer_block();
+            }
+        }
+    }
+}
+
+impl<R: ReadSide> Refill for Inbound<R> {
+    fn poll_refill(&mut self, cx: &mut Context<'_>, need: u64, idle: bool) -> Poll<()> {
+        if self.ended {
+            return Poll::Ready(());
+        }
+        if self.shared.aborted.load(Ordering::SeqCst) {
+            self.writer
+                .complete_with_shared(SharedError::new(aborted_error()));
+            self.end(false);
+            return Poll::Ready(());
+        }
+        loop {
+            let result = if R::BLOCKING && idle {
+                SCRATCH_BUF.with(|scratch| {
+                    let mut scratch = scratch.borrow_mut();
+                    match self.read.poll_read(cx, &mut scratch) {
+                        Poll::Ready(Ok(n)) if n > 0 && n <= SCRATCH => {
+                            match self.writer.write_slice(&scratch[..n]) {
+                                Ok(()) => Poll::Ready(Ok((n, SCRATCH, false))),
+                                Err(e) => Poll::Ready(Err(io_error(e))),
+                            }
+                        }
+                        other => other.map_ok(|n| (n, SCRATCH, false)),
+                    }
+                })
+            } else {
+                if !R::BLOCKING {
+                    match self.read.poll_ready(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Poll::Ready(Err(e)) => {
+                            self.fail(e);
+                            return Poll::Ready(());
+                        }
+                        Poll::Pending => {
+                            self.idle(idle);
+                            return Poll::Pending;
+                        }
+                    }
+                }
+                // Reuse the current block's tail if at least half a segment is left; a large
+                // frame gets a block its size.
+                let hint = ((self.writer.min_segment_size() / 2).max(1) as u64)
+                    .max(need.min(MAX_READ)) as usize;
+                let space = match self.writer.buffer_mut(hint) {
+                    Ok(space) => space,
+                    Err(e) => {
+                        self.fail(io_error(e));
+                        return Poll::Ready(());
+                    }
+                };
+                let len = space.len();
+                self.read.poll_read(cx, space).map_ok(|n| (n, len, true))
+            };
+            match result {
+                Poll::Pending => {
+                    self.idle(idle);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Poll::Ready(Err(e)) => {
+                    self.fail(e);
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Ok((0, _, _))) => {
+                    self.writer.complete();
+                    self.end(true);
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Ok((n, len, in_place))) => {
+                    if n > len {
+                        self.fail(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("the stream reported {n} bytes read into a {len}-byte buffer"),
+                        ));
+                        return Poll::Ready(());
+                    }
+                    if in_place {
+                        if let Err(e) = self.writer.advance(n) {
+                            self.fail(io_error(e));
+                            return Poll::Ready(());
+                        }
+                    }
+                    self.received += n as u64;
+                    self.writer.publish_now();
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, error: Option<&SharedError>, consumed: u64) {
+        if let Some(error) = error {
+            self.shared
+                .record(ErrorOrigin::Input, consumed, error.to_io_error());
+        }
+        self.end(false);
+    }
+}
+
+impl<R> Drop for Inbound<R> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.shared.input_ended(false, self.received);
+        }
+    }
+}

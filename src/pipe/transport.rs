@@ -1,0 +1,41 @@
+//! Hooks by which a transport moves bytes inside the pipe's own calls.
+//!
+//! A pipe end may carry one hook, installed by the `io` layer when it builds an inline
+//! connection; the pipe knows nothing of sockets:
+//!
+//! - the reader's [`Refill`]: when a read finds nothing beyond its examined point, the reader asks
+//!   its refill to read the source into the same pipe's writer (which the refill owns) before it
+//!   waits, so the bytes arrive in the reader's own poll or call, with no task between;
+//! - the writer's [`Deliver`]: after a flush publishes bytes, the writer asks it to hand them to
+//!   the destination at once (never waiting); on completion, to finish the destination.
+//!
+//! Both run on the caller's thread inside the end's `&mut self` call; neither may call back into
+//! the end that holds it.
+
+use std::task::{Context, Poll};
+
+use crate::error::SharedError;
+
+/// The reader's source of bytes: reads into the pipe's writer and publishes.
+pub(crate) trait Refill: Send + Sync {
+    /// The reader has nothing beyond its examined point and needs `need` more bytes (1 for a
+    /// plain read); `idle` says it holds no unconsumed byte. Read what the source has now into the
+    /// pipe and publish it: `Ready` once bytes were published or the writer completed (the
+    /// source's end or error); `Pending` when the source has nothing now, `cx` to be woken when it
+    /// has.
+    fn poll_refill(&mut self, cx: &mut Context<'_>, need: u64, idle: bool) -> Poll<()>;
+
+    /// The reader completed (by the application, with `error` if it gave one) after consuming
+    /// `consumed` bytes: the source is not read again.
+    fn close(&mut self, error: Option<&SharedError>, consumed: u64);
+}
+
+/// The writer's destination: takes what a flush published.
+pub(crate) trait Deliver: Send + Sync {
+    /// A flush published bytes: write what the destination takes now, without waiting.
+    fn deliver(&mut self);
+
+    /// The writer completed: the rest is written and the destination finished by whoever drives
+    /// it.
+    fn finish(&mut self);
+}
