@@ -8,6 +8,7 @@ use futures_core::Stream;
 use pin_project_lite::pin_project;
 
 use super::FrameError;
+use crate::io::Connection;
 use crate::pipe::{Flush, FlushResult, PipeWriter};
 use crate::ByteSegments;
 
@@ -118,6 +119,10 @@ pub struct FrameWriter<E> {
     writer: PipeWriter,
     encoder: E,
     batch_bytes: usize,
+    /// The connection whose output this writer drives (a [`Framed`](super::Framed)'s): its
+    /// `Sink` flush waits until the stream took the bytes, its close until the write side is
+    /// shut down.
+    connection: Option<Connection>,
 }
 
 impl<E> FrameWriter<E> {
@@ -127,6 +132,15 @@ impl<E> FrameWriter<E> {
             writer,
             encoder,
             batch_bytes: DEFAULT_BATCH_BYTES,
+            connection: None,
+        }
+    }
+
+    /// Encode into a connection's output writer, driving the connection's output.
+    pub(crate) fn with_connection(writer: PipeWriter, encoder: E, connection: Connection) -> Self {
+        FrameWriter {
+            connection: Some(connection.held_by_writer()),
+            ..FrameWriter::new(writer, encoder)
         }
     }
 
@@ -332,12 +346,85 @@ impl<E> FrameWriter<E> {
             writer: self.writer,
             encoder: map(self.encoder),
             batch_bytes: self.batch_bytes,
+            connection: self.connection,
         }
     }
 
-    /// The pipe writer and the encoder.
+    /// The pipe writer and the encoder. A [`Framed`](super::Framed)'s writer lets its
+    /// connection go: the pipe writer's flushes still write the stream, but bytes a full socket
+    /// did not take wait for the next flush.
     pub fn into_parts(self) -> (PipeWriter, E) {
         (self.writer, self.encoder)
+    }
+
+    /// Flush what is staged, complete the writer, and over a [`Framed`](super::Framed)'s
+    /// connection wait until the stream took every byte and its write side is shut down (the
+    /// `Sink`'s `close`). Cancel safe: dropped early, the writer may be completed already and
+    /// the connection's future (or a later `close`) finishes the rest.
+    pub fn close(&mut self) -> impl Future<Output = Result<(), FrameError>> + '_ {
+        std::future::poll_fn(move |cx| self.poll_sink_close(cx))
+    }
+
+    /// [`close`](Self::close) for thread-based code.
+    pub fn close_blocking(&mut self) -> Result<(), FrameError> {
+        crate::pipe::block_on(self.close())
+    }
+
+    /// The `Sink` flush: publish, then (over a connection) wait until the stream took the bytes.
+    fn poll_sink_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
+        ready!(self.writer.poll_flush_pipe(cx))?;
+        if let Some(connection) = self.connection.as_mut() {
+            ready!(connection.poll_flushed(cx));
+            // A write that failed meanwhile completed the output with its error: say so here.
+            ready!(self.writer.poll_flush_pipe(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// The `Sink` close: flush, complete the writer, and (over a connection) wait until the
+    /// write side is shut down.
+    fn poll_sink_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
+        if !self.writer.is_writer_completed() {
+            ready!(self.poll_sink_flush(cx))?;
+            self.writer.complete();
+        }
+        if let Some(connection) = self.connection.as_mut() {
+            ready!(connection.poll_output_closed(cx));
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// tokio-util's `FramedWrite` as a [`futures_sink::Sink`]: `poll_ready` flushes first once
+/// [`set_batch_bytes`](FrameWriter::set_batch_bytes) bytes are staged (the backpressure
+/// boundary), `start_send` encodes and stages the item, `poll_flush` publishes (and, over a
+/// connection, waits until the stream took the bytes), `poll_close` flushes and completes the
+/// writer (over a connection, once the write side is shut down). A flush that finds the reader
+/// gone is an error ([`crate::Error::ReaderGone`] or the reader's error).
+impl<E: Encoder<I>, I> futures_sink::Sink<I> for FrameWriter<E>
+where
+    E: Unpin,
+{
+    type Error = E::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let this = self.get_mut();
+        if this.writer.unflushed_len() >= this.batch_bytes {
+            ready!(this.poll_sink_flush(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: I) -> Result<(), Self::Error> {
+        self.get_mut().feed(item)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.get_mut().poll_sink_flush(cx).map_err(Into::into)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.get_mut().poll_sink_close(cx).map_err(Into::into)
     }
 }
 

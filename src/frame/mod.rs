@@ -47,6 +47,7 @@ mod decoder;
 mod delimited;
 mod encoder;
 mod error;
+mod framed;
 mod frames;
 mod length_delimited;
 mod passthrough;
@@ -55,6 +56,7 @@ pub use decoder::{DecodeBuf, Decoded, Decoder};
 pub use delimited::{Delimited, Line, Lines};
 pub use encoder::{Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};
 pub use error::FrameError;
+pub use framed::Framed;
 pub use frames::{BlockingIter, Frames, Next};
 pub use length_delimited::{
     Builder as LengthDelimitedBuilder, LengthDelimited, LengthDelimitedChains, LengthFieldType,

@@ -32,7 +32,7 @@
 //! let (app, connection) = packetpipe::io::blocking::connection(tcp);
 //! let mut frames = Frames::new(app.reader, LengthDelimited::new());
 //! let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
-//! for frame in &mut frames {
+//! for frame in frames.blocking_iter() {
 //!     out.send_blocking(frame?)?;
 //! }
 //! drop((frames, out)); // the write side closes after the last byte

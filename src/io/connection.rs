@@ -233,6 +233,9 @@ impl End {
 #[must_use = "futures do nothing unless polled"]
 pub struct Connection {
     inner: Inner,
+    /// Dropped early, the connection is cut (`false` when a frame writer holds it: its drop only
+    /// stops driving the output).
+    abort_on_drop: bool,
 }
 
 enum Inner {
@@ -246,6 +249,7 @@ impl Connection {
     pub(crate) fn inline(shared: Arc<Shared>) -> Connection {
         Connection {
             inner: Inner::Inline(shared),
+            abort_on_drop: true,
         }
     }
 
@@ -255,12 +259,37 @@ impl Connection {
     ) -> Connection {
         Connection {
             inner: Inner::Pumped(Box::pin(future)),
+            abort_on_drop: true,
         }
     }
 
     /// Whether the connection runs the inline transport.
     pub fn is_inline(&self) -> bool {
         matches!(self.inner, Inner::Inline(_))
+    }
+
+    /// Held by a frame writer, which drives the output: dropping it does not cut the input.
+    pub(crate) fn held_by_writer(mut self) -> Connection {
+        self.abort_on_drop = false;
+        self
+    }
+
+    /// `Ready` once every byte the application flushed is written to the stream (or the output
+    /// ended); the pumped transport cannot tell and is always `Ready`.
+    pub(crate) fn poll_flushed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match &self.inner {
+            Inner::Inline(shared) => shared.poll_output(cx, false),
+            _ => Poll::Ready(()),
+        }
+    }
+
+    /// `Ready` once the output ended: every byte written and the write side shut down (or a
+    /// write failed).
+    pub(crate) fn poll_output_closed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match &self.inner {
+            Inner::Inline(shared) => shared.poll_output(cx, true),
+            _ => Poll::Ready(()),
+        }
     }
 
     /// Block the calling thread until the connection has ended, running it meanwhile (the
@@ -288,7 +317,9 @@ impl Future for Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         if let Inner::Inline(shared) = &self.inner {
-            shared.abort();
+            if self.abort_on_drop {
+                shared.abort();
+            }
         }
     }
 }

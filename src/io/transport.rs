@@ -211,16 +211,34 @@ impl Shared {
         self.wake_driver();
     }
 
+    fn register_driver(&self, cx: &mut Context<'_>) {
+        let mut slot = lock(&self.driver);
+        match &*slot {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => *slot = Some(cx.waker().clone()),
+        }
+    }
+
+    /// Write what flushes left, with `cx` woken by the stream: `Ready` once nothing is left
+    /// (`closed`: once the output ended).
+    pub(crate) fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()> {
+        self.register_driver(cx);
+        let drained = if self.output_done.load(Ordering::Acquire) {
+            Poll::Ready(())
+        } else {
+            lock(&self.output).drive(self, Some(cx))
+        };
+        if self.output_done.load(Ordering::Acquire) || (!closed && drained.is_ready()) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
     /// The connection future's poll: write what flushes left, shut down when the application's
     /// output ended, return once both directions have ended.
     pub(crate) fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<End, ConnectionError>> {
-        {
-            let mut slot = lock(&self.driver);
-            match &*slot {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => *slot = Some(cx.waker().clone()),
-            }
-        }
+        self.register_driver(cx);
         loop {
             self.deliver_pending.store(false, Ordering::SeqCst);
             if !self.output_done.load(Ordering::Acquire) {
