@@ -83,6 +83,7 @@ impl<C> Framed<C> {
 
     /// The next frame (see [`Frames::next`]).
     #[inline]
+    #[allow(clippy::should_implement_trait)] // a future, like `StreamExt::next`'s
     pub fn next(&mut self) -> Next<'_, C>
     where
         C: Decoder,
