@@ -1,5 +1,5 @@
 //! Between a socket and a parser: the pipe's ends as standard I/O types, pumps that move bytes
-//! between a pipe and a socket, and a duplex connection that runs both pumps over one stream.
+//! between a pipe and a socket, and duplex connections over one stream.
 //!
 //! | what | always | feature `tokio` | feature `futures-io` |
 //! |---|---|---|---|
@@ -7,8 +7,13 @@
 //! | [`PipeWriter`] as a byte sink | `std::io::Write`, [`bytes::BufMut`] | `AsyncWrite` | `AsyncWrite` |
 //! | fill a writer from a source | [`fill_blocking`] | [`tokio::fill`] | [`futures::fill`] |
 //! | drain a reader into a sink | [`drain_blocking`] | [`tokio::drain`] | [`futures::drain`] |
-//! | duplex connection | | [`tokio::connection`] | [`futures::connection`] |
+//! | duplex connection | [`blocking::connection`] | [`tokio::connection`] | [`futures::connection`] |
 //! | a connection and its application in one task | [`join`] | | |
+//!
+//! Layout: `transport.rs` is the inline transport's core, generic over two small traits (a read
+//! half and a write half); `tokio.rs`, `futures.rs` and `blocking.rs` each implement them for
+//! their flavor's streams; `pumped.rs` is the pumped transport over `fill.rs` and `drain.rs`;
+//! `connection.rs` holds the types the application sees.
 //!
 //! # Which `read`, `write`, `flush`?
 //!
@@ -32,28 +37,50 @@
 //!
 //! # The duplex connection
 //!
-//! `connection(stream)` (in [`tokio`] or [`futures`]) gives the application a [`DuplexPipe`] and
-//! the caller one future that runs both pumps; the library never spawns. Run it with the
-//! application in one task with [`join`]: their wakes of each other (the fill pump's flush wakes
-//! the application, the application's flush wakes the drain pump) then cost a pass of the same
-//! poll instead of a trip through the executor. How the ends propagate:
+//! `connection(stream)` (in [`tokio`], [`futures`] or [`blocking`]) gives the application a
+//! [`DuplexPipe`] and the caller a [`Connection`], the future of the connection's end
+//! (`Ok(`[`End`]`)` or a [`ConnectionError`] with its [`ErrorOrigin`] and byte position); the
+//! library never spawns. [`Framed`](crate::frame::Framed) wraps one with a codec.
+//!
+//! Two transports move the bytes:
+//!
+//! - **Inline** (the default): when the application's reader has nothing beyond its examined
+//!   point, its read reads the stream itself, straight into the input pipe's pooled block, in the
+//!   same poll or call; a flush that publishes bytes writes them to the stream with vectored
+//!   writes in the same call, keeping only what the stream did not take. The [`Connection`]
+//!   future writes those (woken by the stream's write readiness) and shuts the write side down if
+//!   the flush could not; while the socket keeps up it does nothing. Choose it when the
+//!   application reads and writes the connection from one task or one thread: nothing sits
+//!   between the socket and the parser, and no wake passes between them.
+//! - **Pumped** ([`ConnectionOptions::pumped`], async flavors): the [`Connection`] future runs
+//!   a fill pump (stream -> input pipe) and a drain pump (output pipe -> stream). Choose it when
+//!   the socket is served on one thread or task and parsed on another: the pipes' cross-thread
+//!   path then carries the bytes, with backpressure both ways, and the input is read ahead of the
+//!   application (up to the input pipe's pause threshold).
+//!
+//! Run the [`Connection`] future (spawn it, [`join`] it with the application, or
+//! [`Connection::wait`] on it in blocking code): with the inline transport it is what writes the
+//! bytes a full socket did not take. How the ends propagate:
 //!
 //! | event | effect |
 //! |---|---|
 //! | the peer's end of stream (EOF) | the application's reader completes (after every byte) |
 //! | the application completes (or drops) its writer | the last bytes are written, the stream's write side is shut down |
-//! | the application completes its writer with an error | the bytes before it are written, the write side is shut down (the peer sees the end of the stream); the future returns the error |
-//! | a socket read error | the application's reader gets it, after the bytes before it |
-//! | a socket write error | the application's writer gets it on its next flush |
-//! | the application drops its reader | the pump stops reading the socket |
-//! | both directions ended | the future returns (the first error, if any) and drops the stream |
-//! | the future is dropped before that | both pipes complete with a `ConnectionAborted` error |
+//! | the application completes its writer with an error | the bytes before it are written, the write side is shut down (the peer sees the end of the stream); the connection ends with that error ([`ErrorOrigin::Output`]) |
+//! | the application completes its reader with an error | the connection ends with that error ([`ErrorOrigin::Input`], at the bytes consumed) |
+//! | a stream read error | the application's reader gets it, after the bytes before it; the connection ends with it ([`ErrorOrigin::Read`]) |
+//! | a stream write error | the application's writer gets it on its next flush; the connection ends with it ([`ErrorOrigin::Write`]) |
+//! | the application drops its reader | the stream is not read again |
+//! | both directions ended | the future returns (inline: the input ends when the application reads the peer's end or drops its reader) |
+//! | the future is dropped before that | both pipes complete with a `ConnectionAborted` error (a reader waiting on the stream is woken with it) |
 //!
 //! # Memory of idle connections
 //!
-//! A pump waiting on its socket holds no pooled block (it waits for readability before renting),
-//! and a pipe whose reader waits for more sends the writer's partly used block home, so an idle
-//! connection holds its pipes' small fixed state only.
+//! A reader (or a fill pump) waiting on its socket holds no pooled block: it waits for
+//! readability before it rents (tokio's `TcpStream` and `UnixStream` say when they are readable;
+//! a blocking std stream is read into a per-thread scratch while nothing is unconsumed), and a
+//! reader that waits with nothing unconsumed sends the writers' partly used blocks home, so an
+//! idle connection holds its pipes' small fixed state only.
 //!
 //! [`PipeReader`]: crate::pipe::PipeReader
 //! [`PipeWriter`]: crate::pipe::PipeWriter
