@@ -111,6 +111,27 @@ async fn echo_client(client: TcpStream, total: usize, seed: u64) {
 }
 
 #[test]
+fn pumped_tokio_connection_echoes_random_chunks_byte_exact_and_half_closes() {
+    run(async {
+        let pool = Pool::new();
+        for seed in 1..=2u64 {
+            let (client, server) = socket_pair().await;
+            let options = options(&pool).pumped(true);
+            let (app, connection) = packetpipe::io::tokio::connection_with(server, options);
+            assert!(!connection.is_inline());
+            let connection = tokio::spawn(connection);
+            let app = tokio::spawn(echo_app(app));
+            echo_client(client, 4 << 20, seed).await;
+            assert_eq!(app.await.unwrap(), 4 << 20);
+            let end = connection.await.unwrap().expect("a clean close both ways");
+            assert!(end.peer_closed());
+            assert_eq!((end.received(), end.sent()), (4 << 20, 4 << 20));
+        }
+        assert_eq!(pool.stats().outstanding, 0, "{:?}", pool.stats());
+    });
+}
+
+#[test]
 fn tokio_connection_echoes_random_chunks_byte_exact_and_half_closes() {
     run(async {
         let pool = Pool::new();

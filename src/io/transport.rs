@@ -14,14 +14,15 @@
 //!   while the untaken bytes reach its pause threshold.
 //!
 //! The stream's two halves (one flavor's [`ReadSide`] and [`WriteSide`]) are the only things a
-//! flavor supplies. The output half and the output pipe's reader sit behind one mutex, taken
-//! with `try_lock` by flushes and with `lock` by the connection's future: on one task it is never
-//! contended, and a flush that finds it held leaves the bytes to the future that holds it.
+//! flavor supplies. The output half and the output pipe's reader sit behind one mutex, taken by
+//! flushes and by the connection's future, each for writes that never wait (async streams) or
+//! for the write itself (blocking ones): on one task it is never contended. Nothing called under
+//! it calls back into the application's pipe ends.
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::byte_stream::io_error;
@@ -135,7 +136,6 @@ pub(crate) fn connect(
             unflushed: false,
             shut_down: false,
         }),
-        deliver_pending: AtomicBool::new(false),
         driver: Mutex::new(None),
         reader: reader.canceler(),
         input_done: AtomicBool::new(false),
@@ -159,8 +159,6 @@ pub(crate) fn connect(
 /// What both directions share with the connection's future.
 pub(crate) struct Shared {
     output: Mutex<Output>,
-    /// A flush found `output` held (by the future): the future looks again before it sleeps.
-    deliver_pending: AtomicBool,
     /// The connection future's waker.
     driver: Mutex<Option<Waker>>,
     /// Wakes the application's reader if it waits (an abort).
@@ -239,16 +237,8 @@ impl Shared {
     /// output ended, return once both directions have ended.
     pub(crate) fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<End, ConnectionError>> {
         self.register_driver(cx);
-        loop {
-            self.deliver_pending.store(false, Ordering::SeqCst);
-            if !self.output_done.load(Ordering::Acquire) {
-                let mut output = lock(&self.output);
-                let _ = output.drive(self, Some(cx));
-            }
-            // A flush that found the output held while it was driven above: look again.
-            if !self.deliver_pending.load(Ordering::SeqCst) {
-                break;
-            }
+        if !self.output_done.load(Ordering::Acquire) {
+            let _ = lock(&self.output).drive(self, Some(cx));
         }
         if self.input_done.load(Ordering::Acquire) && self.output_done.load(Ordering::Acquire) {
             let mut end = lock(&self.end);
@@ -281,22 +271,12 @@ impl Shared {
         self.reader.wake_reader();
     }
 
-    /// Try `deliver`'s write now, or leave it to the future.
+    /// A flush's write: what the stream takes now; the rest (and a shutdown that cannot be done
+    /// at once) is left to the connection's future, which is woken for it.
     fn deliver(&self, finish: bool) {
-        match self.output.try_lock() {
-            Ok(mut output) => {
-                if output.drive(self, None).is_pending() || finish {
-                    self.wake_driver();
-                }
-            }
-            Err(TryLockError::Poisoned(poisoned)) => {
-                let _ = poisoned.into_inner().drive(self, None);
-                self.wake_driver();
-            }
-            Err(TryLockError::WouldBlock) => {
-                self.deliver_pending.store(true, Ordering::SeqCst);
-                self.wake_driver();
-            }
+        let pending = lock(&self.output).drive(self, None).is_pending();
+        if pending || finish {
+            self.wake_driver();
         }
     }
 }
