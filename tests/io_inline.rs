@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use packetpipe::frame::{FrameWriter, Framed, Frames, LengthDelimited, Lines};
 use packetpipe::io::{ConnectionOptions, ErrorOrigin};
 use packetpipe::pipe::PipeOptions;
