@@ -296,3 +296,26 @@ fn dropping_the_connection_future_cuts_a_reader_waiting_on_the_socket() {
         assert!(app.writer.flush_pipe().await.is_err());
     });
 }
+
+#[test]
+fn a_decoder_error_given_to_the_reader_ends_the_connection_at_its_position() {
+    run(async {
+        let (mut client, server) = socket_pair().await;
+        let (app, connection) = packetpipe::io::tokio::connection(server);
+        let connection = tokio::spawn(connection);
+        client.write_all(b"short\n").await.unwrap();
+        client.write_all(&[b'x'; 100]).await.unwrap();
+        let mut lines = Frames::new(app.reader, Lines::with_max_length(64));
+        let mut out = FrameWriter::new(app.writer, Lines::new());
+        let e = out.forward(&mut lines).await.unwrap_err();
+        lines.into_inner().complete_with_error(e);
+        drop(out);
+        let mut echo = Vec::new();
+        client.read_to_end(&mut echo).await.unwrap();
+        assert_eq!(echo, b"short\n");
+        let e = connection.await.unwrap().unwrap_err();
+        assert_eq!(e.origin(), ErrorOrigin::Input, "{e}");
+        assert_eq!(e.position(), 6, "{e}");
+        assert!(e.to_string().contains("maximum"), "{e}");
+    });
+}
