@@ -4,7 +4,6 @@
 //!
 //! - [`parse`]: the request parser, in place over segments or a slice;
 //! - [`command`]: command execution; [`reply`]: reply encoding; [`store`]: the key space;
-//! - [`ready_probe`]: a `TcpStream` whose zero-byte read costs no system call;
 //! - [`session`]: one client's loop (answer every complete request, one flush per batch);
 //! - [`server`]: the accept loop on a current-thread runtime, and a handle that runs a server
 //!   on its own thread (for tests and benchmarks).
@@ -16,7 +15,6 @@
 pub mod command;
 pub mod parse;
 pub mod pipe_server;
-pub mod ready_probe;
 pub mod reply;
 pub mod server;
 pub mod session;

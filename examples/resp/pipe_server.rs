@@ -1,9 +1,8 @@
-//! The packetpipe server: the duplex connection (socket -> pooled blocks -> `PipeReader`, and
-//! `PipeWriter` -> vectored socket writes), requests decoded in place by a [`Decoder`] over the
-//! segment chain, replies staged in the `PipeWriter` and flushed once per batch.
+//! The packetpipe server: the duplex connection (the `PipeReader`'s reads read the socket into
+//! pooled blocks, the `PipeWriter`'s flushes write the socket with vectored writes), requests
+//! decoded in place by a [`Decoder`] over the segment chain, replies staged in the `PipeWriter`
+//! and flushed once per batch.
 //!
-//! - Socket: [`ReadyProbe`] around the `TcpStream`, so the fill pump's idle wait costs no system
-//!   call.
 //! - Requests: [`RespDecoder`] finds every complete request at hand with
 //!   [`parse_batch`](super::parse::parse_batch) over the segments (never joining them) and takes
 //!   the batch out at once: up to the pipe's copy threshold (2 KiB) it is copied into a fitted
@@ -33,7 +32,6 @@ use tokio::net::TcpStream;
 
 use super::command::Args;
 use super::parse::{parse_batch, Requests, Span, Stop};
-use super::ready_probe::ReadyProbe;
 use super::reply::{self, Header, Reply};
 use super::session::{self, Batch, Shared, Transport};
 use super::store::Value;
@@ -69,11 +67,11 @@ pub fn connection_options() -> ConnectionOptions {
         .max_write_segments(64)
 }
 
-/// Serve one client: the duplex connection and the session, joined in one task (`io::join`: a
-/// wake of one by the other is served in the same poll).
+/// Serve one client: the duplex connection (inline: the session's reads read the socket and its
+/// flushes write it) and the session, joined in one task (`io::join`: the connection's future
+/// only writes what a full socket did not take).
 pub async fn serve(socket: TcpStream, store: Shared<PacketChain>, config: Config) {
     let _ = socket.set_nodelay(true);
-    let socket = ReadyProbe(socket);
     let (app, connection) = packetpipe::io::tokio::connection_with(socket, connection_options());
     let DuplexPipe { reader, writer } = app;
     let transport = PipeTransport {
