@@ -319,3 +319,45 @@ fn a_decoder_error_given_to_the_reader_ends_the_connection_at_its_position() {
         assert!(e.to_string().contains("maximum"), "{e}");
     });
 }
+
+#[test]
+fn a_peer_reset_while_writes_are_partly_taken_fails_the_flush_and_ends_with_a_write_error() {
+    run(async {
+        let (mut client, server) = socket_pair().await;
+        let (app, connection) = packetpipe::io::tokio::connection(server);
+        let connection = tokio::spawn(connection);
+        let peer = tokio::spawn(async move {
+            let mut buf = vec![0; 64 * 1024];
+            let mut got = 0;
+            while got < 256 * 1024 {
+                got += client.read(&mut buf).await.unwrap();
+            }
+            let std = client.into_std().unwrap();
+            socket_linger_zero(&std);
+            drop(std); // a reset, with the server's replies still coming
+        });
+        let mut writer = app.writer;
+        let chunk = vec![7u8; 64 * 1024];
+        let mut failed = None;
+        for _ in 0..(64 << 20) / chunk.len() {
+            writer.write_slice(&chunk).unwrap();
+            if let Err(e) = writer.flush_pipe().await {
+                failed = Some(e);
+                break;
+            }
+        }
+        let e = std::io::Error::from(failed.expect("a flush failed after the reset"));
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+            "{e}"
+        );
+        peer.await.unwrap();
+        drop(app.reader);
+        let e = connection.await.unwrap().unwrap_err();
+        assert_eq!(e.origin(), ErrorOrigin::Write, "{e}");
+        assert!(e.position() >= 256 * 1024, "{e}");
+    });
+}
