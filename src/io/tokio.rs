@@ -271,7 +271,9 @@ impl<S: AsyncRead + AsyncWrite> Future for Pumped<S, super::Tokio> {
     }
 }
 
-/// Readiness first: `poll_read_ready`, then `try_read` (no zero-byte read probe).
+/// Readiness first: `poll_read_ready` before a block is rented (no zero-byte read probe), then
+/// tokio's own read, which after a short read forgets the readiness, so the next wait costs no
+/// system call.
 macro_rules! ready_halves {
     ($read:ty, $write:ty, $stream:ty) => {
         impl ReadSide for $read {
@@ -279,20 +281,10 @@ macro_rules! ready_halves {
                 AsRef::<$stream>::as_ref(self).poll_read_ready(cx)
             }
 
-            fn poll_read(
-                &mut self,
-                cx: &mut Context<'_>,
-                buf: &mut [u8],
-            ) -> Poll<io::Result<usize>> {
-                let stream: &$stream = self.as_ref();
-                loop {
-                    match stream.try_read(buf) {
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            ready!(stream.poll_read_ready(cx))?;
-                        }
-                        result => return Poll::Ready(result),
-                    }
-                }
+            fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+                let mut buf = ReadBuf::new(buf);
+                ready!(AsyncRead::poll_read(Pin::new(self), cx, &mut buf))?;
+                Poll::Ready(Ok(buf.filled().len()))
             }
         }
 

@@ -316,19 +316,22 @@ impl Output {
                     let buffer = read.buffer();
                     if buffer.is_empty() {
                         (completed, None)
+                    } else if self.max_segments <= SMALL_WRITE {
+                        let result = write_segments::<SMALL_WRITE>(
+                            &buffer,
+                            self.max_segments,
+                            &mut *self.write,
+                            cx.as_deref_mut(),
+                        );
+                        (completed, Some(result))
                     } else {
-                        let mut slices = [IoSlice::new(&[]); MAX_WRITE_SEGMENTS];
-                        let n = buffer.io_slices(&mut slices[..self.max_segments]);
-                        let slices = &slices[..n];
-                        let offered: usize = slices.iter().map(|s| s.len()).sum();
-                        let result = match cx.as_deref_mut() {
-                            None => self.write.try_write_vectored(slices),
-                            Some(cx) => match self.write.poll_write_vectored(cx, slices) {
-                                Poll::Ready(result) => result,
-                                Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
-                            },
-                        };
-                        (completed, Some((result, offered)))
+                        let result = write_segments::<MAX_WRITE_SEGMENTS>(
+                            &buffer,
+                            self.max_segments,
+                            &mut *self.write,
+                            cx.as_deref_mut(),
+                        );
+                        (completed, Some(result))
                     }
                 }
                 Err(e) => {
@@ -421,6 +424,33 @@ impl Output {
         self.reader.complete_inner(Some(error));
         shared.output_ended(self.sent);
     }
+}
+
+/// Segments of the vectored writes of most connections (the default limit): the slices live on
+/// the stack, and a smaller array is less to set up per write.
+const SMALL_WRITE: usize = super::DEFAULT_MAX_WRITE_SEGMENTS;
+
+/// One vectored write of up to `max` (at most `N`) segments of `buffer`: what the stream took, and
+/// how many bytes it was offered.
+#[inline]
+fn write_segments<const N: usize>(
+    buffer: &crate::pipe::ReadBuffer<'_>,
+    max: usize,
+    write: &mut dyn WriteSide,
+    cx: Option<&mut Context<'_>>,
+) -> (io::Result<usize>, usize) {
+    let mut slices = [IoSlice::new(&[]); N];
+    let n = buffer.io_slices(&mut slices[..max.min(N)]);
+    let slices = &slices[..n];
+    let offered: usize = slices.iter().map(|s| s.len()).sum();
+    let result = match cx {
+        None => write.try_write_vectored(slices),
+        Some(cx) => match write.poll_write_vectored(cx, slices) {
+            Poll::Ready(result) => result,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        },
+    };
+    (result, offered)
 }
 
 /// The application writer's hook: its flushes write the stream.
