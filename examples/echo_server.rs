@@ -1,4 +1,4 @@
-//! A length-delimited echo server on packetpipe's duplex connection: every frame (a 4-byte
+//! A length-delimited echo server on packetpipe's `Framed`: every frame (a 4-byte
 //! big-endian length, then the payload) comes back as it came, a burst of frames with one flush
 //! and one vectored write.
 //!
@@ -11,29 +11,20 @@
 //! server.
 #![forbid(unsafe_code)]
 
-#[path = "resp/ready_probe.rs"]
-mod ready_probe; // a TcpStream whose zero-byte read (the pump's idle wait) costs no system call
-
-use packetpipe::frame::{FrameError, FrameWriter, Frames, LengthDelimited};
-use ready_probe::ReadyProbe;
+use packetpipe::frame::{FrameError, Framed, LengthDelimited};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Echo every frame `socket` sends until it closes: the socket's pumps and the echo, in one task
-/// (`io::join`: a wake of one by the other is a second pass of the same poll).
+/// Echo every frame `socket` sends until it closes, then close: reading a frame reads the socket
+/// and each flush writes it, in this task (the inline transport: no pump, no second task).
 pub async fn serve(socket: TcpStream) -> Result<(), FrameError> {
     let _ = socket.set_nodelay(true);
-    let (app, connection) = packetpipe::io::tokio::connection(ReadyProbe(socket));
     let codec = LengthDelimited::builder()
         .max_frame_length(1 << 20)
         .new_codec();
-    let echo = async move {
-        let mut frames = Frames::new(app.reader, codec.clone()); // small frames copied out, large shared
-        let mut out = FrameWriter::new(app.writer, codec); // headers written, payloads appended
-        out.forward(&mut frames).await?; // a flush whenever no frame is ready
-        out.into_inner().complete(); // the client is done: so are we
-        Ok(())
-    };
-    packetpipe::io::join(connection, echo).await.1
+    // Small frames copied out, large ones shared; headers written, payloads appended.
+    let (mut out, mut frames) = Framed::new(socket, codec).split();
+    out.forward(&mut frames).await?; // a flush whenever no frame is ready
+    out.close().await // the client is done: so are we
 }
 
 fn main() -> std::io::Result<()> {
@@ -48,7 +39,11 @@ fn main() -> std::io::Result<()> {
         println!("listening on {}", listener.local_addr()?);
         loop {
             let (socket, _) = listener.accept().await?;
-            tokio::spawn(serve(socket));
+            tokio::spawn(async move {
+                if let Err(e) = serve(socket).await {
+                    eprintln!("connection ended with {e}");
+                }
+            });
         }
     })
 }
