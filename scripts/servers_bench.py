@@ -372,11 +372,13 @@ def main():
     out.append("")
     out.append(echo_table)
     out.append("")
-    out.append("### Lines (`examples/lines_load`, 4 connections x 20,000 pipelined 32-byte lines)")
+    lines_each = "5,000" if opts.quick else "20,000"
+    out.append(f"### Lines (`examples/lines_load`, 4 connections x {lines_each} pipelined 32-byte lines)")
     out.append("")
     out.append(lines_table)
     out.append("")
-    out.append("### Blocking RPC (`examples/rpc_blocking`, 100,000 sequential round trips, 32-byte payloads)")
+    round_trips = "10,000" if opts.quick else "100,000"
+    out.append(f"### Blocking RPC (`examples/rpc_blocking`, {round_trips} sequential round trips, 32-byte payloads)")
     out.append("")
     out.append(rpc_table)
     print("\n".join(out))
