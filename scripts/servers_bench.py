@@ -18,7 +18,11 @@ What it does, in order:
 3. allocations per request in steady state (tests/resp_alloc.rs, in-process) and heap per idle
    connection with 10,000 connections (tests/resp_idle_memory.rs);
 4. echo: examples/echo_load (c = 1, 16, 256 x K = 1, 16; 2 s each, 3 repeats);
-5. prints the markdown section: machine, load averages, commands, tables with medians and ratios.
+5. lines: examples/lines_load (4 connections x 20,000 pipelined lines, packetpipe's `Framed` +
+   `Lines` against tokio-util's `Framed` + `LinesCodec`, in-process; at least 7 repeats) and
+   examples/rpc_blocking (100,000 sequential length-prefixed round trips over std `TcpStream`,
+   packetpipe's blocking connection against `BufReader`/`BufWriter`; at least 5 repeats);
+6. prints the markdown section: machine, load averages, commands, tables with medians and ratios.
 
 The raw output of every client goes to stderr as it runs. Options: --repeats N (default 3),
 --quick (fewer requests and shorter echo runs, to try the script out; not for BENCHMARKS.md).
@@ -238,7 +242,8 @@ def main():
     tunable_set = os.environ.get("GLIBC_TUNABLES") == TUNABLE
     log("=== building")
     subprocess.run(["cargo", "build", "--release", "--features", "tokio", "--example", "resp_server",
-                    "--example", "resp_server_tokio_util", "--example", "echo_load"], cwd=ROOT, check=True)
+                    "--example", "resp_server_tokio_util", "--example", "echo_load", "--example", "lines_load",
+                    "--example", "rpc_blocking"], cwd=ROOT, check=True)
     subprocess.run(["cargo", "test", "--release", "--features", "tokio", "--no-run",
                     "--test", "resp_alloc", "--test", "resp_idle_memory"], cwd=ROOT, check=True)
 
@@ -271,6 +276,26 @@ def main():
     log(echo.stdout)
     if echo.returncode != 0:
         raise RuntimeError(f"echo_load failed: {echo.stderr}")
+    load["echo"] = uptime()
+
+    def example(name, args):
+        log(f"=== {name}")
+        run = subprocess.run([os.path.join(ROOT, "target/release/examples", name)] + args, text=True,
+                             capture_output=True, env=env_with(tunable_set), timeout=3600)
+        log(run.stdout)
+        if run.returncode != 0:
+            raise RuntimeError(f"{name} failed: {run.stderr}")
+        return run.stdout[run.stdout.index("Medians over"):].strip()
+
+    lines_args = ["--repeats", "3" if opts.quick else str(max(7, opts.repeats))]
+    if opts.quick:
+        lines_args += ["--requests", "5000"]
+    lines_table = example("lines_load", lines_args)
+    load["lines"] = uptime()
+    rpc_args = ["--repeats", "3" if opts.quick else str(max(5, opts.repeats))]
+    if opts.quick:
+        rpc_args += ["--round-trips", "10000"]
+    rpc_table = example("rpc_blocking", rpc_args)
     load["end"] = uptime()
 
     # ---------------------------------------------------------------------------------------------
@@ -290,7 +315,8 @@ def main():
     out.append(f"**Machine and conditions.** {machine()}. Load average (1, 5, 15 min; the benchmark's "
                f"own clients and servers count about 1) at the start "
                f"{load['start']}; after the RESP runs {load['resp']}; after the run without the tunable "
-               f"{load['resp_off']}; after the in-process tests {load['tests']}; at the end {load['end']}. "
+               f"{load['resp_off']}; after the in-process tests {load['tests']}; after echo {load['echo']}; "
+               f"after lines_load {load['lines']}; at the end {load['end']}. "
                f"`GLIBC_TUNABLES={TUNABLE}` {'set' if tunable_set else 'NOT set'} for the servers and "
                f"clients (except the run without it). The RESP servers run pinned to CPU 1 "
                f"(`taskset -c 1`), redis-benchmark to CPU 0 (`taskset -c 0`); all three servers are "
@@ -304,6 +330,8 @@ def main():
     for label, _ in commands:
         out.append(f"redis-benchmark -h 127.0.0.1 -p PORT {label} --csv   # 50 clients (the default)")
     out.append("target/release/examples/echo_load " + " ".join(echo_args))
+    out.append("target/release/examples/lines_load " + " ".join(lines_args))
+    out.append("target/release/examples/rpc_blocking " + " ".join(rpc_args))
     out.append("```")
     out.append("")
     out.append(f"### RESP: requests per second (median of {opts.repeats} runs)")
@@ -343,6 +371,16 @@ def main():
     out.append("### Echo (`examples/echo_load`, 64-byte messages)")
     out.append("")
     out.append(echo_table)
+    out.append("")
+    lines_each = "5,000" if opts.quick else "20,000"
+    out.append(f"### Lines (`examples/lines_load`, 4 connections x {lines_each} pipelined 32-byte lines)")
+    out.append("")
+    out.append(lines_table)
+    out.append("")
+    round_trips = "10,000" if opts.quick else "100,000"
+    out.append(f"### Blocking RPC (`examples/rpc_blocking`, {round_trips} sequential round trips, 32-byte payloads)")
+    out.append("")
+    out.append(rpc_table)
     print("\n".join(out))
 
 

@@ -160,7 +160,7 @@ fn futures_that_keep_waking_each_other_yield_to_the_executor() {
 #[test]
 #[cfg(feature = "tokio")]
 fn the_echo_runs_over_a_real_socket() {
-    // The shape `examples/echo_server.rs` uses: the connection and the app, joined.
+    // A connection and its application, joined in one task.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
