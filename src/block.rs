@@ -549,6 +549,12 @@ impl Window {
         self.block.as_ptr() as usize
     }
 
+    /// Payload bytes of the whole block: the memory this window keeps alive.
+    #[inline]
+    pub(crate) fn block_capacity(&self) -> usize {
+        header(self.block).capacity
+    }
+
     /// Bytes between the payload start and this window.
     #[inline]
     pub(crate) fn offset(&self) -> usize {

@@ -105,7 +105,7 @@ mod writer;
 pub use options::{PipeOptions, DEFAULT_COPY_THRESHOLD};
 pub use read_buffer::{Chunks, ReadBuffer, ReadCursor};
 pub use read_until::{ReadUntil, Until};
-pub use reader::{PipeReader, Read, ReadResult};
+pub use reader::{PipeReader, Read, ReadResult, COMPACT_RATIO, COMPACT_UP_TO};
 pub use state::PipeCanceler;
 pub use writer::{Flush, FlushResult, PipeWriter};
 
