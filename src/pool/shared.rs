@@ -4,7 +4,9 @@
 use super::leaks::LeakTable;
 use super::stats::{bump_shared, PoolStats, Slot, StatsSlot, ThreadSlot};
 use crate::block::{FreeBlock, FreeStack};
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{lock, Arc, CachePadded, Mutex};
 
 /// Settled configuration of a pool (see `PoolBuilder` for the meaning of each field).
@@ -150,9 +152,40 @@ impl Config {
     }
 }
 
-/// Full (or, from exiting threads, partial) magazines waiting to be picked up by a renting thread.
+/// Full (or, from exiting threads, partial) magazines waiting to be picked up by a renting thread,
+/// oldest first, each with the time it came in: a renting thread takes the newest, so the ones at
+/// the front are those no one has needed for longest (idle eviction frees them).
 struct Depot {
-    magazines: Vec<FreeStack>,
+    magazines: Vec<(FreeStack, Instant)>,
+}
+
+impl Depot {
+    /// Free the magazines that came in before `cutoff`; returns (blocks, bytes) freed.
+    fn evict_before(&mut self, cutoff: Instant) -> (usize, usize) {
+        let idle = self
+            .magazines
+            .iter()
+            .take_while(|(_, since)| *since < cutoff)
+            .count();
+        let (mut blocks, mut bytes) = (0, 0);
+        for (magazine, _) in self.magazines.drain(..idle) {
+            blocks += magazine.len();
+            bytes += magazine.bytes();
+        }
+        (blocks, bytes)
+    }
+}
+
+/// Idle eviction's counters and settings.
+pub(crate) struct Eviction {
+    /// Free depot magazines unused for this long (`None`: never).
+    pub(crate) idle_after: Option<Duration>,
+    /// When the depots were last checked for idle magazines: the slow paths check at most once
+    /// per quarter of `idle_after`.
+    last_check: Mutex<Option<Instant>>,
+    /// Blocks and payload bytes freed by idle eviction so far.
+    pub(crate) evicted_blocks: AtomicU64,
+    pub(crate) evicted_bytes: AtomicU64,
 }
 
 /// A thread's flag telling it to drop its caches of closed pools (see `thread_cache`).
@@ -182,10 +215,15 @@ pub(crate) struct PoolShared {
     /// `track_leaks`: `None` otherwise, which is the "tracking on?" test of every path that
     /// records (`pool::leaks`).
     pub(crate) leaks: Option<Box<LeakTable>>,
+    pub(crate) eviction: Eviction,
 }
 
 impl PoolShared {
-    pub(crate) fn new(config: Config, track_leaks: bool) -> PoolShared {
+    pub(crate) fn new(
+        config: Config,
+        track_leaks: bool,
+        idle_after: Option<Duration>,
+    ) -> PoolShared {
         let depots = (0..config.classes())
             .map(|_| {
                 CachePadded(Mutex::new(Depot {
@@ -202,7 +240,65 @@ impl PoolShared {
             slots: Mutex::new(Vec::new()),
             shared_counts: StatsSlot::default(),
             leaks: track_leaks.then(|| Box::new(LeakTable::new())),
+            eviction: Eviction {
+                idle_after,
+                last_check: Mutex::new(None),
+                evicted_blocks: AtomicU64::new(0),
+                evicted_bytes: AtomicU64::new(0),
+            },
         }
+    }
+
+    /// Free every depot magazine that has waited unused for at least the idle time at `now`;
+    /// returns the payload bytes freed (0 when idle eviction is off).
+    pub(crate) fn evict_idle(&self, now: Instant) -> usize {
+        let Some(idle_after) = self.eviction.idle_after else {
+            return 0;
+        };
+        *lock(&self.eviction.last_check) = Some(now);
+        let Some(cutoff) = now.checked_sub(idle_after) else {
+            return 0;
+        };
+        let (mut blocks, mut bytes) = (0, 0);
+        for depot in self.depots.iter() {
+            let (b, n) = lock(depot).evict_before(cutoff);
+            (blocks, bytes) = (blocks + b, bytes + n);
+        }
+        self.note_evicted(blocks, bytes);
+        bytes
+    }
+
+    /// Account for `blocks` blocks of `bytes` payload bytes freed from the depots (already
+    /// dropped).
+    fn note_evicted(&self, blocks: usize, bytes: usize) {
+        if blocks == 0 {
+            return;
+        }
+        self.depot_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        bump_shared(&self.shared_counts.frees, blocks as u64);
+        let e = &self.eviction;
+        e.evicted_blocks.fetch_add(blocks as u64, Ordering::Relaxed);
+        e.evicted_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The slow paths' check (a magazine going to or coming from the depot): evict idle
+    /// magazines when the last check is a quarter of the idle time old, so a pool in use frees
+    /// the classes it stopped using without a timer. (A pool nobody uses runs no slow path: an
+    /// application whose load can stop calls `Pool::evict_idle` from a timer.)
+    fn maybe_evict(&self, now: Instant) {
+        let Some(idle_after) = self.eviction.idle_after else {
+            return;
+        };
+        {
+            let Ok(mut last) = self.eviction.last_check.try_lock() else {
+                return; // another thread is checking
+            };
+            match *last {
+                Some(at) if now.saturating_duration_since(at) < idle_after / 4 => return,
+                _ => *last = Some(now),
+            }
+        }
+        self.evict_idle(now);
     }
 
     /// A block of `bytes` payload bytes was allocated from the system for this pool.
@@ -223,7 +319,7 @@ impl PoolShared {
     /// Take a magazine of free blocks of `class`, if the depot has one.
     pub(crate) fn take_magazine(&self, class: usize) -> Option<FreeStack> {
         let mut depot = lock(&self.depots[class]);
-        let magazine = depot.magazines.pop()?;
+        let (magazine, _) = depot.magazines.pop()?;
         self.depot_bytes
             .fetch_sub(magazine.bytes(), Ordering::Relaxed);
         Some(magazine)
@@ -265,7 +361,10 @@ impl PoolShared {
             drop(magazine);
             return freed;
         }
-        depot.magazines.push(magazine);
+        let now = Instant::now();
+        depot.magazines.push((magazine, now));
+        drop(depot);
+        self.maybe_evict(now);
         0
     }
 
@@ -282,7 +381,7 @@ impl PoolShared {
         let mut freed_bytes = 0;
         for depot in self.depots.iter() {
             let magazines = std::mem::take(&mut lock(depot).magazines);
-            for magazine in magazines {
+            for (magazine, _) in magazines {
                 self.depot_bytes
                     .fetch_sub(magazine.bytes(), Ordering::Relaxed);
                 freed_bytes += magazine.bytes();
@@ -362,6 +461,8 @@ impl PoolShared {
         stats.add_counts(&self.shared_counts);
         stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
         stats.closed = self.is_closed();
+        stats.evictions = self.eviction.evicted_blocks.load(Ordering::Relaxed);
+        stats.evicted_bytes = self.eviction.evicted_bytes.load(Ordering::Relaxed);
         stats.outstanding = stats.rents.saturating_sub(stats.returns);
         // Every existing block is either free (retained) or rented (outstanding).
         let allocated = self.allocated_bytes.load(Ordering::Relaxed) as u64;
