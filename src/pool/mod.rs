@@ -440,6 +440,7 @@ pub struct PoolBuilder {
     clear_on_return: bool,
     track_leaks: bool,
     idle_after: Option<std::time::Duration>,
+    map_large_blocks: bool,
 }
 
 impl Default for PoolBuilder {
@@ -454,6 +455,7 @@ impl Default for PoolBuilder {
             clear_on_return: false,
             track_leaks: false,
             idle_after: Some(DEFAULT_IDLE_EVICTION),
+            map_large_blocks: true,
         }
     }
 }
@@ -588,11 +590,22 @@ impl PoolBuilder {
     /// Free blocks that have waited in the shared depot unused for this long (default 5 s;
     /// `None` keeps them until [`Pool::trim`] or the pool closes), as ASP.NET Core's memory pool
     /// evicts idle blocks: once the load is gone, retained memory decays to what the threads'
-    /// caches hold ([`max_thread_cache_bytes`](Self::max_thread_cache_bytes) each). The pool
-    /// checks on its slow paths, at most once per quarter of the idle time, and on
-    /// [`Pool::evict_idle`].
+    /// caches hold ([`max_thread_cache_bytes`](Self::max_thread_cache_bytes) each). A magazine
+    /// going into the depot frees the idle ones of its class; [`Pool::evict_idle`] frees those
+    /// of every class.
     pub fn idle_eviction(mut self, idle: Option<std::time::Duration>) -> Self {
         self.idle_after = idle;
+        self
+    }
+
+    /// Map blocks of 128 KiB and more on their own (`mmap`, default on; Unix, not under Miri),
+    /// so that freeing one gives its pages back to the system at once and a fresh one costs no
+    /// page until its bytes are written. Off: every block comes from the global allocator (a
+    /// `#[global_allocator]` that must see every allocation, say); glibc's then serves later
+    /// large blocks from its heap, whose freed pages stay resident (BENCHMARKS.md, "Memory under
+    /// attack").
+    pub fn map_large_blocks(mut self, map: bool) -> Self {
+        self.map_large_blocks = map;
         self
     }
 
@@ -606,7 +619,7 @@ impl PoolBuilder {
                 max_class,
             });
         }
-        let config = Config::new(
+        let mut config = Config::new(
             min_class.trailing_zeros(),
             max_class.trailing_zeros(),
             self.cache_depth,
@@ -615,6 +628,9 @@ impl PoolBuilder {
             self.max_thread_cache_bytes,
             self.clear_on_return,
         );
+        if self.map_large_blocks {
+            config.map_from = crate::block::MAPPED_FROM;
+        }
         let shared = Arc::new(PoolShared::new(config, self.track_leaks, self.idle_after));
         Ok(Pool {
             shared: shared.clone(),

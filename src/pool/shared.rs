@@ -31,6 +31,9 @@ pub(crate) struct Config {
     pub(crate) max_retained_bytes: usize,
     pub(crate) max_thread_cache_bytes: usize,
     pub(crate) clear_on_return: bool,
+    /// Blocks of at least this many bytes (header included) are mapped on their own
+    /// (`block::system`); `usize::MAX`: none.
+    pub(crate) map_from: usize,
 }
 
 /// Size classes per doubling, as a power of two: 2 bits, four classes between one power of two and
@@ -82,6 +85,7 @@ impl Config {
             max_retained_bytes,
             max_thread_cache_bytes,
             clear_on_return,
+            map_from: usize::MAX,
         };
         let table_max = (CLASS_TABLE_LEN << TABLE_SHIFT).min(config.max_size);
         for index in 0..CLASS_TABLE_LEN {
@@ -180,9 +184,6 @@ impl Depot {
 pub(crate) struct Eviction {
     /// Free depot magazines unused for this long (`None`: never).
     pub(crate) idle_after: Option<Duration>,
-    /// When the depots were last checked for idle magazines: the slow paths check at most once
-    /// per quarter of `idle_after`.
-    last_check: Mutex<Option<Instant>>,
     /// Blocks and payload bytes freed by idle eviction so far.
     pub(crate) evicted_blocks: AtomicU64,
     pub(crate) evicted_bytes: AtomicU64,
@@ -242,7 +243,6 @@ impl PoolShared {
             leaks: track_leaks.then(|| Box::new(LeakTable::new())),
             eviction: Eviction {
                 idle_after,
-                last_check: Mutex::new(None),
                 evicted_blocks: AtomicU64::new(0),
                 evicted_bytes: AtomicU64::new(0),
             },
@@ -252,11 +252,7 @@ impl PoolShared {
     /// Free every depot magazine that has waited unused for at least the idle time at `now`;
     /// returns the payload bytes freed (0 when idle eviction is off).
     pub(crate) fn evict_idle(&self, now: Instant) -> usize {
-        let Some(idle_after) = self.eviction.idle_after else {
-            return 0;
-        };
-        *lock(&self.eviction.last_check) = Some(now);
-        let Some(cutoff) = now.checked_sub(idle_after) else {
+        let Some(cutoff) = self.eviction_cutoff(now) else {
             return 0;
         };
         let (mut blocks, mut bytes) = (0, 0);
@@ -281,24 +277,10 @@ impl PoolShared {
         e.evicted_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    /// The slow paths' check (a magazine going to or coming from the depot): evict idle
-    /// magazines when the last check is a quarter of the idle time old, so a pool in use frees
-    /// the classes it stopped using without a timer. (A pool nobody uses runs no slow path: an
-    /// application whose load can stop calls `Pool::evict_idle` from a timer.)
-    fn maybe_evict(&self, now: Instant) {
-        let Some(idle_after) = self.eviction.idle_after else {
-            return;
-        };
-        {
-            let Ok(mut last) = self.eviction.last_check.try_lock() else {
-                return; // another thread is checking
-            };
-            match *last {
-                Some(at) if now.saturating_duration_since(at) < idle_after / 4 => return,
-                _ => *last = Some(now),
-            }
-        }
-        self.evict_idle(now);
+    /// Magazines that came into a depot before this time are idle at `now` (`None`: eviction is
+    /// off, or `now` is too early for any to be).
+    fn eviction_cutoff(&self, now: Instant) -> Option<Instant> {
+        now.checked_sub(self.eviction.idle_after?)
     }
 
     /// A block of `bytes` payload bytes was allocated from the system for this pool.
@@ -361,10 +343,18 @@ impl PoolShared {
             drop(magazine);
             return freed;
         }
+        // A magazine coming in also frees the idle ones of its class (under the lock held
+        // anyway), so a pool in use gives back the classes it stopped using without a timer. (A
+        // pool nobody uses runs no slow path: an application whose load can stop calls
+        // `Pool::evict_idle` from a timer.)
         let now = Instant::now();
+        let evicted = match self.eviction_cutoff(now) {
+            Some(cutoff) => depot.evict_before(cutoff),
+            None => (0, 0),
+        };
         depot.magazines.push((magazine, now));
         drop(depot);
-        self.maybe_evict(now);
+        self.note_evicted(evicted.0, evicted.1);
         0
     }
 
