@@ -32,7 +32,7 @@
 //! 6. A `Shelf`'s cache is reached only inside the shelf's own methods, none of which calls code
 //!    that could reach the same shelf; its key is `EMPTY` exactly when it holds no cache.
 
-use std::alloc::{self, Layout};
+use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 
 use crate::error::Error;
@@ -162,8 +162,8 @@ impl FreeBlock {
             });
         }
         let layout = layout(capacity);
-        // SAFETY: layout has a non-zero size (HEADER_SIZE > 0).
-        let raw = unsafe { alloc::alloc_zeroed(layout) }.cast::<Header>();
+        let mapped = layout.size() >= pool.config.map_from;
+        let raw = system::alloc_zeroed(layout, mapped).cast::<Header>();
         let Some(block) = NonNull::new(raw) else {
             return Err(Error::AllocationFailed {
                 size: layout.size(),
@@ -240,17 +240,95 @@ impl Drop for FreeBlock {
     fn drop(&mut self) {
         let capacity = self.capacity();
         self.pool().note_freed(capacity);
+        // Read before the header (and its pool reference) goes: `allocate` decided the same way.
+        let mapped = layout(capacity).size() >= self.pool().config.map_from;
         // SAFETY: the block is uniquely owned and never used again; the header was written by
         // `allocate` and is dropped once here (releasing its pool reference), then the allocation
         // is freed with the layout it was made with.
         unsafe {
             ptr::drop_in_place(self.0.as_ptr());
-            alloc::dealloc(self.0.as_ptr().cast(), layout(capacity));
+            system::dealloc(self.0.as_ptr().cast(), layout(capacity), mapped);
         }
     }
 }
 
+/// Where block memory comes from.
+///
+/// Blocks of at least 128 KiB ([`MAPPED_FROM`](system::MAPPED_FROM), header included) are mapped
+/// from the kernel on their own (`mmap`, Unix; not under Miri or loom, where every block comes
+/// from the global allocator; a pool built with `PoolBuilder::map_large_blocks(false)` neither)
+/// and unmapped when freed, so a freed large block gives its pages back at once:
+/// a heap allocator keeps them (glibc's mmap threshold rises after the first large frees, and
+/// later large blocks come from the heap, whose pages stay resident). A fresh mapping is zero
+/// without being written, so a large block costs no page until its bytes are used: zeroing it
+/// (invariant 1) is free. Smaller blocks come from the global allocator, zeroed
+/// (`alloc_zeroed`).
+mod system {
+    // Where nothing is mapped, `mapped` is always false (`MAPPED_FROM` is `usize::MAX`).
+    #![cfg_attr(
+        not(all(unix, not(miri), not(packetpipe_loom))),
+        allow(unused_variables)
+    )]
+    use std::alloc::{self, Layout};
+
+    /// Blocks from this size up (header included) are mapped on their own, by default: glibc's
+    /// starting mmap threshold (128 KiB). `usize::MAX` (never) where there is no mapping here.
+    #[cfg(all(unix, not(miri), not(packetpipe_loom)))]
+    pub(crate) const MAPPED_FROM: usize = 128 * 1024;
+    #[cfg(not(all(unix, not(miri), not(packetpipe_loom))))]
+    pub(crate) const MAPPED_FROM: usize = usize::MAX;
+
+    /// Zeroed memory for `layout` (non-zero size), mapped on its own if `mapped` (and mapping
+    /// exists here), or null when the system has none.
+    pub(super) fn alloc_zeroed(layout: Layout, mapped: bool) -> *mut u8 {
+        #[cfg(all(unix, not(miri), not(packetpipe_loom)))]
+        if mapped {
+            // SAFETY: an anonymous private mapping of `size` bytes at an address of the kernel's
+            // choosing touches no existing memory; it is page-aligned (more than `ALIGN`) and
+            // zero-filled.
+            let addr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    layout.size(),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            return if addr == libc::MAP_FAILED {
+                std::ptr::null_mut()
+            } else {
+                addr.cast()
+            };
+        }
+        // SAFETY: `layout` has a non-zero size (the block header's at least).
+        unsafe { alloc::alloc_zeroed(layout) }
+    }
+
+    /// Free memory from [`alloc_zeroed`].
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc_zeroed(layout, mapped)` with these arguments and is not used
+    /// again.
+    pub(super) unsafe fn dealloc(ptr: *mut u8, layout: Layout, mapped: bool) {
+        #[cfg(all(unix, not(miri), not(packetpipe_loom)))]
+        if mapped {
+            // SAFETY: (the caller's contract) `ptr` is a mapping of `layout.size()` bytes made by
+            // `alloc_zeroed`, unmapped once here. munmap fails only for arguments that are not a
+            // mapping, which the contract rules out.
+            let result = unsafe { libc::munmap(ptr.cast(), layout.size()) };
+            debug_assert_eq!(result, 0, "munmap of a block's mapping");
+            return;
+        }
+        // SAFETY: (the caller's contract) allocated by the global allocator with `layout`.
+        unsafe { alloc::dealloc(ptr, layout) }
+    }
+}
+
 const _: () = assert!(ALIGN >= std::mem::align_of::<Header>());
+
+pub(crate) use system::MAPPED_FROM;
 
 // ------------------------------------------------------------------------------------------------
 
@@ -547,6 +625,12 @@ impl Window {
     #[inline]
     pub(crate) fn block_addr(&self) -> usize {
         self.block.as_ptr() as usize
+    }
+
+    /// Payload bytes of the whole block: the memory this window keeps alive.
+    #[inline]
+    pub(crate) fn block_capacity(&self) -> usize {
+        header(self.block).capacity
     }
 
     /// Bytes between the payload start and this window.

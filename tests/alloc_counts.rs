@@ -352,9 +352,19 @@ fn refusing_from<R>(bytes: usize, f: impl FnOnce() -> R) -> R {
     result
 }
 
+/// A pool whose blocks all come from the global allocator (the counting one here, which refuses
+/// on request): large blocks are otherwise mapped on their own.
+fn heap_pool() -> Pool {
+    Pool::builder()
+        .max_class_size(256 << 10)
+        .map_large_blocks(false)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn refused_allocations_are_errors_and_are_not_counted() {
-    let pool = Pool::builder().max_class_size(256 << 10).build().unwrap();
+    let pool = heap_pool();
     for size in [128 << 10, 512 << 10] {
         let err = refusing_from(64 << 10, || pool.rent(size)).unwrap_err();
         let Error::AllocationFailed { size: refused } = err else {
@@ -392,7 +402,7 @@ fn refused_allocation_without_a_thread_cache_is_not_counted() {
         static ON_EXIT: RefCell<RentOnExit> = const { RefCell::new(RentOnExit(None)) };
     }
 
-    let pool = Pool::builder().max_class_size(256 << 10).build().unwrap();
+    let pool = heap_pool();
     let worker_pool = pool.clone();
     std::thread::spawn(move || {
         // Registered before the pool's thread cache, so destroyed after it.

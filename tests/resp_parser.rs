@@ -228,3 +228,71 @@ fn a_request_above_the_maximum_is_fatal_after_the_ones_before_it() {
         Err(resp::RespError::Fatal(message)) if message == "ERR Protocol error: invalid bulk length"
     ));
 }
+
+/// `parse` over one contiguous slice with the default maximum (512 MiB).
+fn parse_default(bytes: &[u8]) -> resp::parse::Parsed {
+    let mut spans = Vec::new();
+    resp::parse::parse(
+        std::iter::once(bytes),
+        0,
+        bytes.len(),
+        resp::parse::DEFAULT_MAX_REQUEST,
+        &mut spans,
+    )
+}
+
+/// The limits as Redis 7 has them (measured against `redis-server` 7.0 on the same inputs; the
+/// module docs of `examples/resp/parse.rs` list them).
+#[test]
+fn limits_read_as_redis_7s() {
+    use resp::parse::{Parsed, MAX_INLINE};
+    let fatal = |message: &str| Parsed::Fatal {
+        message: message.to_string(),
+    };
+    // A bulk of exactly 512 MiB is waited for (Redis accepts it); one byte more is refused.
+    let exact = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870912\r\n";
+    assert!(matches!(
+        parse_default(exact),
+        Parsed::Incomplete { need } if need >= exact.len() + 536_870_912 + 2
+    ));
+    assert_eq!(
+        parse_default(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870913\r\n"),
+        fatal("ERR Protocol error: invalid bulk length")
+    );
+    // An inline line of 64 KiB (then CRLF) is taken; one byte more without a line end is refused.
+    let mut line = vec![b'a'; MAX_INLINE];
+    line.extend_from_slice(b"\r\n");
+    assert_eq!(
+        parse_default(&line),
+        Parsed::Request {
+            end: MAX_INLINE + 2
+        }
+    );
+    assert_eq!(
+        parse_default(&vec![b'a'; MAX_INLINE + 1]),
+        fatal("ERR Protocol error: too big inline request")
+    );
+    // `*2147483647` waits for its elements, asking for no more than the bytes ahead allow.
+    match parse_default(b"*2147483647\r\n") {
+        Parsed::Incomplete { need } => assert!(need <= 13 + 64 * 1024, "need {need}"),
+        other => panic!("{other:?}"),
+    }
+    // Counts above i32::MAX close, however large (Redis: "invalid multibulk length").
+    for count in ["2147483648", "9223372036854775807"] {
+        assert_eq!(
+            parse_default(format!("*{count}\r\n").as_bytes()),
+            fatal("ERR Protocol error: invalid multibulk length"),
+            "*{count}"
+        );
+    }
+    // A count of i64::MIN is an empty request, as any count <= 0.
+    assert_eq!(
+        parse_default(b"*-9223372036854775808\r\n"),
+        Parsed::Request { end: 23 }
+    );
+    // Out of the i64 range: not a number (a recoverable error here).
+    assert!(matches!(
+        parse_default(b"*9223372036854775808\r\n"),
+        Parsed::Invalid { end: 22, .. }
+    ));
+}

@@ -29,8 +29,9 @@ use packetpipe::frame::FrameError;
 /// Settings of a server.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
-    /// A request larger than this closes the connection with an error (default 512 MiB, Redis's
-    /// `proto-max-bulk-len`).
+    /// A bulk argument larger than this, or a request larger than twice this, closes the
+    /// connection with an error (default 512 MiB, Redis's `proto-max-bulk-len`; twice that is
+    /// Redis's `client-query-buffer-limit`, 1 GiB).
     pub max_request: usize,
 }
 

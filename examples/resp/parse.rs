@@ -20,9 +20,19 @@
 //! Unlike Redis, which closes the connection on any protocol error, a malformed header is
 //! recoverable: the bytes up to the end of the offending line are discarded (once that end has
 //! arrived) and the client gets `-ERR Protocol error: ...`. Bulk data not followed by CRLF is such
-//! an error here; Redis 7.0 does not check those two bytes (it skips them). Only a request larger
-//! than the configured maximum (a bulk length, an element count or an inline line that cannot fit)
-//! is fatal, as in Redis.
+//! an error here; Redis 7.0 does not check those two bytes (it skips them). A number that is not
+//! a 64-bit integer is such a malformed header (Redis closes). The limits are Redis 7's, and
+//! close the connection as Redis does:
+//! - a bulk of up to `max_request` bytes (`proto-max-bulk-len`, 512 MiB) is accepted, a longer
+//!   one refused ("invalid bulk length");
+//! - an element count above `i32::MAX` is refused ("invalid multibulk length"); a smaller one is
+//!   waited for (the bytes ahead asked for grow by doubling, so a huge count asks the pipe for no
+//!   more than twice what arrived);
+//! - a count of 0 or less, down to `i64::MIN`, is an empty request;
+//! - an inline line may hold [`MAX_INLINE`] bytes before its line end (`PROTO_INLINE_MAX_SIZE`;
+//!   Redis checks after each 16 KiB read, so the line it takes can be a little longer);
+//! - a whole request may take up to twice `max_request` (1 GiB by default, Redis's
+//!   `client-query-buffer-limit`).
 
 use std::ops::Range;
 
@@ -32,6 +42,19 @@ pub const MAX_INLINE: usize = 64 * 1024;
 
 /// Default largest request: Redis's `proto-max-bulk-len`, 512 MiB.
 pub const DEFAULT_MAX_REQUEST: usize = 512 * 1024 * 1024;
+
+/// Largest element count of a multibulk request (Redis refuses counts above `INT_MAX`).
+pub const MAX_COUNT: i64 = i32::MAX as i64;
+
+/// How far past the bytes at hand an incomplete request asks for more, at most (when it knows it
+/// needs at least `wanted`, which a count can make huge): doubling what is there, at least 64 KiB,
+/// so a request of many small elements arriving in pieces is parsed again a logarithmic number
+/// of times, and an unproven count never lifts the pipe's backpressure far. `floor` is a need
+/// known for sure (a bulk's announced data).
+fn need_ahead(floor: usize, wanted: usize, available: usize) -> usize {
+    let ahead = available.saturating_mul(2).max(available + 64 * 1024);
+    wanted.min(ahead).max(floor).max(available + 1)
+}
 
 /// Requests answered per batch at most (then the replies are flushed and parsing goes on).
 pub const MAX_BATCH: usize = 1024;
@@ -230,17 +253,18 @@ where
     if count <= 0 {
         return Parsed::Request { end: scan.pos() };
     }
-    // Each element takes at least 6 bytes (`$0\r\n\r\n`).
-    if count as u64 > (max_request / 6) as u64 {
+    if count > MAX_COUNT {
         return fatal("ERR Protocol error: invalid multibulk length");
     }
+    let max_total = max_request.saturating_mul(2);
     for i in 0..count as usize {
-        // An incomplete request asks for at least 6 bytes per element still to come: a request
-        // of many small elements arriving in pieces is then parsed again a logarithmic number of
-        // times, not once per piece (which made its parse quadratic).
-        let at_least = scan.pos() + 6 * (count as usize - i);
+        // An incomplete request asks for at least 6 bytes (`$0\r\n\r\n`) per element still to
+        // come (within `need_ahead`): a request of many small elements arriving in pieces is
+        // then parsed again a logarithmic number of times, not once per piece (which made its
+        // parse quadratic).
+        let at_least = scan.pos().saturating_add(6 * (count as usize - i));
         let more = Parsed::Incomplete {
-            need: at_least.max(available + 1),
+            need: need_ahead(0, at_least, available),
         };
         match scan.next() {
             None => return more,
@@ -265,14 +289,18 @@ where
         }
         let data = scan.pos();
         let end = data + len as usize;
-        if end + 2 - start > max_request {
+        if end + 2 - start > max_total {
             return fatal(&format!(
-                "ERR Protocol error: request larger than {max_request} bytes"
+                "ERR Protocol error: request larger than {max_total} bytes"
             ));
         }
         // This element's data and CRLF, and 6 bytes for each element after it.
         let rest = Parsed::Incomplete {
-            need: end + 2 + 6 * (count as usize - i - 1),
+            need: need_ahead(
+                end + 2,
+                (end + 2).saturating_add(6 * (count as usize - i - 1)),
+                available,
+            ),
         };
         if !scan.skip(len as usize) {
             return rest;
@@ -297,6 +325,7 @@ fn inline<'a, I>(mut scan: Scanner<'a, I>, max_request: usize, spans: &mut Vec<S
 where
     I: Iterator<Item = &'a [u8]>,
 {
+    // The line's bytes before its end: at most this many; then `\r\n` or `\n`.
     let limit = scan.pos() + MAX_INLINE.min(max_request);
     let mut arg_start = None;
     loop {
@@ -304,7 +333,8 @@ where
         let Some(byte) = scan.next() else {
             return Parsed::Incomplete { need: pos + 1 };
         };
-        if pos >= limit {
+        let line_end = byte == b'\n' || (byte == b'\r' && pos == limit);
+        if pos >= limit && !line_end {
             return fatal("ERR Protocol error: too big inline request");
         }
         let separator = matches!(byte, b' ' | b'\t' | b'\r' | b'\n');
@@ -416,26 +446,40 @@ impl<'a, I: Iterator<Item = &'a [u8]>> Scanner<'a, I> {
         }
     }
 
-    /// A decimal integer (optionally negative) ended by `\r\n`.
+    /// A decimal 64-bit integer (optionally negative) ended by `\r\n`; one out of the `i64`
+    /// range is not a number.
     #[inline]
     fn int_line(&mut self) -> Line {
+        // Accumulated as a negative number, so that `i64::MIN` fits.
         let (mut value, mut digits, mut negative) = (0i64, 0, false);
         loop {
             let Some(byte) = self.next() else {
                 return Line::Incomplete;
             };
             match byte {
-                b'0'..=b'9' if digits < 18 => {
-                    value = value * 10 + i64::from(byte - b'0');
+                b'0'..=b'9' => {
+                    let Some(next) = value
+                        .checked_mul(10)
+                        .and_then(|v| v.checked_sub(i64::from(byte - b'0')))
+                    else {
+                        return Line::Invalid { ended: false };
+                    };
+                    value = next;
                     digits += 1;
                 }
                 b'-' if digits == 0 && !negative => negative = true,
                 b'\r' if digits > 0 => {
-                    return match self.next() {
-                        None => Line::Incomplete,
-                        Some(b'\n') => Line::Int(if negative { -value } else { value }),
-                        Some(_) => Line::Invalid { ended: false },
-                    }
+                    let value = if negative {
+                        Some(value)
+                    } else {
+                        value.checked_neg()
+                    };
+                    return match (self.next(), value) {
+                        (None, _) => Line::Incomplete,
+                        (Some(b'\n'), Some(value)) => Line::Int(value),
+                        (Some(b'\n'), None) => Line::Invalid { ended: true },
+                        (Some(_), _) => Line::Invalid { ended: false },
+                    };
                 }
                 _ => {
                     return Line::Invalid {

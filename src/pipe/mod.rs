@@ -86,6 +86,20 @@
 //! the writer counted in advance (one atomic add per 15 flushes, not one per flush); unused ones go
 //! back with the block.
 //!
+//! **A waiting reader holds memory in proportion to its bytes.** A reader about to sleep with a
+//! few unconsumed bytes (a partial request) in blocks much larger than them (a 256 KiB receive
+//! block holding 1 byte) copies them into one fitted pooled block, puts it in place of their
+//! packets in the queue (the consumer's own published nodes: no new cross-thread step) and sends
+//! the writer's parked block home as an idle reader does ([`COMPACT_UP_TO`], [`COMPACT_RATIO`];
+//! [`PipeReader::compactions`] counts them). The other designs: receiving into small blocks
+//! first and growing the receive size with the data would cost every large frame more system
+//! calls and segments, and the writer (or the transport) cannot know whether the parser will
+//! wait; copying every small frame out at once (`take_frame`'s copy threshold) already happens
+//! for complete frames, and it is the incomplete one the parser leaves behind that pinned the
+//! block. At the wait, the reader knows both: the bytes are incomplete and nothing else will
+//! consume them soon. The copy is bounded (at most 16 KiB per wait), and reads that find their
+//! bytes never pay for it.
+//!
 //! **What is bounded rather than prevented.** A flush racing with the reader's completion can
 //! publish after the reader released everything: those bytes (at most that one flush's; every
 //! later flush sees the completion and discards) stay in the queue until the reader end is dropped.
@@ -106,7 +120,7 @@ mod writer;
 pub use options::{PipeOptions, DEFAULT_COPY_THRESHOLD};
 pub use read_buffer::{Chunks, ReadBuffer, ReadCursor};
 pub use read_until::{ReadUntil, Until};
-pub use reader::{PipeReader, Read, ReadResult};
+pub use reader::{PipeReader, Read, ReadResult, COMPACT_RATIO, COMPACT_UP_TO};
 pub use state::PipeCanceler;
 pub use writer::{Flush, FlushResult, PipeWriter};
 

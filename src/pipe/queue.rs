@@ -444,6 +444,36 @@ impl Consumer {
     }
 }
 
+impl Consumer {
+    /// Put `packet`, which holds a copy of every accessible byte (`packet.len() == available`),
+    /// in place of the packets that held them, releasing those: a waiting reader's few bytes move
+    /// out of the large blocks they pinned. Positions do not change (`consumed` stays, the bytes
+    /// are the same), and only published nodes the consumer owns are touched (invariant 1): the
+    /// ones before the last are moved past as `consume` does, the last keeps its place with the
+    /// new packet (never empty: `available > 0`, invariant 3).
+    pub(crate) fn replace_available(&mut self, packet: Packet) {
+        assert!(
+            packet.len() as u64 == self.available() && !packet.is_empty(),
+            "replacement of {} accessible bytes by {}",
+            self.available(),
+            packet.len()
+        );
+        let mut released = ReleaseBatch::default();
+        let mut left = self.available();
+        loop {
+            let front = self.front_mut();
+            let len = front.len() as u64;
+            if len == left {
+                // The last accessible node: its packet ends where the accessible bytes do.
+                std::mem::replace(front, packet).release_into(&mut released);
+                return;
+            }
+            self.pop_front().release_into(&mut released);
+            left -= len;
+        }
+    }
+}
+
 impl Drop for Consumer {
     fn drop(&mut self) {
         // Release every published packet now, so blocks go home before the writer is done.

@@ -56,6 +56,28 @@ impl std::fmt::Debug for ReadResult<'_> {
     }
 }
 
+/// A reader about to wait with at most this many unconsumed bytes moves them into a fitted pooled
+/// block when the pooled blocks holding them are more than [`COMPACT_RATIO`] times larger (and more
+/// than `COMPACT_RATIO` x 1 KiB), then gives the writer's parked block back: a connection stalled
+/// after one byte of a request holds one small block, not a receive block (256 KiB, say); one
+/// stalled after 1 KiB of a large value holds about 1 KiB.
+///
+/// Why copy at the wait rather than receive into small blocks first: the copy happens only when
+/// the reader goes to sleep (a slow path), so reads that find whole frames keep one large
+/// segment per socket read and pay nothing; the bytes copied are bounded by this limit, so a
+/// sender trickling one byte per packet makes each wait copy at most 16 KiB (about as much work
+/// as the receive system call that brought the byte). Above the limit the unconsumed bytes are
+/// themselves at least 1/16 of a 256 KiB block, and a large value streaming in fills its blocks:
+/// held memory stays in proportion to what arrived.
+pub const COMPACT_UP_TO: usize = 16 * 1024;
+
+/// See [`COMPACT_UP_TO`].
+pub const COMPACT_RATIO: usize = 4;
+
+/// The smallest "fitted" size [`COMPACT_RATIO`] is applied to: a block of a few KiB is not worth
+/// a copy to save.
+const MIN_COMPACT_BLOCK: usize = 1024;
+
 /// What a read is waiting for.
 #[derive(Clone, Copy)]
 enum Want {
@@ -125,6 +147,8 @@ pub struct PipeReader {
     completed: bool,
     /// An inline transport's reads of the source (`pipe::transport`), when there is one.
     source: Option<Box<dyn Refill>>,
+    /// Times a waiting reader moved its unconsumed bytes into a fitted block.
+    compactions: u64,
 }
 
 impl PipeReader {
@@ -151,6 +175,7 @@ impl PipeReader {
             small_async_read: false,
             completed: false,
             source: None,
+            compactions: 0,
         }
     }
 
@@ -390,13 +415,13 @@ impl PipeReader {
                 self.state.waits.writer.wake();
             }
             // About to sleep with everything consumed: send the writer's parked block home, so an
-            // idle pipe holds none (the writer rents a fresh one if it writes again). Not while
-            // unconsumed bytes wait (a partial frame): they keep their block alive anyway, and
-            // taking the writer's tail away would make it rent a new block for every read that
-            // brings a few more bytes, each pinned by those few (a slow sender would make the
-            // pipe hold a block per read).
+            // idle pipe holds none (the writer rents a fresh one if it writes again). With a few
+            // unconsumed bytes (a partial frame) in large blocks, those bytes move to a fitted
+            // block first (`compact_waiting`), and the large blocks go home the same way.
             if self.queue.available() == 0 {
                 self.queue.release_parked_tail();
+            } else {
+                self.compact_waiting();
             }
             self.state.waits.reader.register(cx.waker());
             // MUTANT no_recheck (test-only, `--cfg packetpipe_mutant="no_recheck"`): sleep right
@@ -408,6 +433,58 @@ impl PipeReader {
         };
         self.end_lift();
         Poll::Ready(result)
+    }
+
+    /// About to wait with unconsumed bytes: if they are a small part of the pooled blocks holding
+    /// them, copy them into one fitted pooled block, put it in their place and send the writer's
+    /// parked block home, so a stalled connection holds memory in proportion to the bytes it
+    /// sent, not a whole receive block (see [`COMPACT_UP_TO`] for when).
+    ///
+    /// Out of line: it runs only when the reader is about to sleep, never on a read that finds
+    /// its bytes.
+    #[cold]
+    #[inline(never)]
+    fn compact_waiting(&mut self) {
+        let available = self.queue.available();
+        if available > COMPACT_UP_TO as u64 {
+            return;
+        }
+        let available = available as usize;
+        // Pooled bytes the unconsumed bytes keep alive: each block counted once (consecutive
+        // segments of one block follow each other). Other owners (`Bytes`, vectors) are the
+        // user's memory: they neither count nor stop the copy.
+        let mut pinned = 0;
+        let mut last_block = 0;
+        for packet in self.queue.packets() {
+            if let Some(owned) = packet.as_owned() {
+                let window = owned.window();
+                if window.block_addr() != last_block {
+                    last_block = window.block_addr();
+                    pinned += window.block_capacity();
+                }
+            }
+        }
+        if pinned <= COMPACT_RATIO * available.max(MIN_COMPACT_BLOCK) {
+            return;
+        }
+        // A failed rent (the allocator is out of memory) leaves the bytes where they are.
+        let Ok(mut buf) = self.pool.rent(available) else {
+            return;
+        };
+        for chunk in ReadBuffer::new(&self.queue, available).chunks() {
+            buf.extend_from_slice(chunk)
+                .expect("rented at least the available bytes");
+        }
+        self.queue
+            .replace_available(Packet::from(buf.freeze_untracked()));
+        self.queue.release_parked_tail();
+        self.compactions += 1;
+    }
+
+    /// How many times a waiting reader moved its unconsumed bytes into a fitted block (see
+    /// [`COMPACT_UP_TO`]).
+    pub fn compactions(&self) -> u64 {
+        self.compactions
     }
 
     /// `Some` when a read can return now: `(is_completed, is_canceled)` or the writer's error.

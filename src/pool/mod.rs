@@ -278,6 +278,39 @@ impl Pool {
         self.shared.drain_depots() + thread_cache::trim(&self.shared)
     }
 
+    /// Idle eviction: free the depot's blocks that have waited unused for at least the pool's
+    /// idle time ([`PoolBuilder::idle_eviction`]); returns the payload bytes freed. A pool in use
+    /// does this by itself on its slow paths; one whose load stopped runs none, so an
+    /// application that wants memory back after a burst calls this from a timer (every second,
+    /// say). Threads' own caches are not touched (each is bounded by
+    /// [`PoolBuilder::max_thread_cache_bytes`]; [`trim`](Self::trim) frees the calling thread's).
+    /// [`PoolStats::evictions`] and [`PoolStats::evicted_bytes`] count what went back.
+    pub fn evict_idle(&self) -> usize {
+        self.evict_idle_at(std::time::Instant::now())
+    }
+
+    /// [`evict_idle`](Self::evict_idle) as if the time were `now`: tests and simulations move
+    /// the clock instead of sleeping.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let pool = packetpipe::Pool::builder()
+    ///     .max_thread_cache_bytes(0) // every return goes to the depot
+    ///     .idle_eviction(Some(Duration::from_secs(5)))
+    ///     .build()?;
+    /// drop(pool.rent(64 * 1024)?);
+    /// let start = Instant::now();
+    /// assert_eq!(pool.evict_idle_at(start), 0); // just returned: kept for reuse
+    /// assert_eq!(pool.evict_idle_at(start + Duration::from_secs(6)), 64 * 1024);
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.evictions, stats.evicted_bytes, stats.retained_bytes), (1, 64 * 1024, 0));
+    /// # Ok::<(), packetpipe::Error>(())
+    /// ```
+    pub fn evict_idle_at(&self, now: std::time::Instant) -> usize {
+        self.shared.evict_idle(now)
+    }
+
     /// The size of the smallest pooled block.
     pub fn min_class_size(&self) -> usize {
         1 << self.shared.config.min_shift
@@ -406,6 +439,8 @@ pub struct PoolBuilder {
     max_thread_cache_bytes: usize,
     clear_on_return: bool,
     track_leaks: bool,
+    idle_after: Option<std::time::Duration>,
+    map_large_blocks: bool,
 }
 
 impl Default for PoolBuilder {
@@ -419,9 +454,16 @@ impl Default for PoolBuilder {
             max_thread_cache_bytes: DEFAULT_MAX_THREAD_CACHE_BYTES,
             clear_on_return: false,
             track_leaks: false,
+            idle_after: Some(DEFAULT_IDLE_EVICTION),
+            map_large_blocks: true,
         }
     }
 }
+
+/// Default idle time after which depot blocks are freed: long enough that a server's bursts a
+/// few seconds apart reuse their blocks, short enough that memory goes back within seconds of an
+/// attack's end (when the application calls `Pool::evict_idle` from a timer).
+const DEFAULT_IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measured both sides of this:
 /// in a warm single-thread loop, rent + return takes about 4 ns at every size since the hot-path
@@ -545,6 +587,28 @@ impl PoolBuilder {
         self
     }
 
+    /// Free blocks that have waited in the shared depot unused for this long (default 5 s;
+    /// `None` keeps them until [`Pool::trim`] or the pool closes), as ASP.NET Core's memory pool
+    /// evicts idle blocks: once the load is gone, retained memory decays to what the threads'
+    /// caches hold ([`max_thread_cache_bytes`](Self::max_thread_cache_bytes) each). A magazine
+    /// going into the depot frees the idle ones of its class; [`Pool::evict_idle`] frees those
+    /// of every class.
+    pub fn idle_eviction(mut self, idle: Option<std::time::Duration>) -> Self {
+        self.idle_after = idle;
+        self
+    }
+
+    /// Map blocks of 128 KiB and more on their own (`mmap`, default on; Unix, not under Miri),
+    /// so that freeing one gives its pages back to the system at once and a fresh one costs no
+    /// page until its bytes are written. Off: every block comes from the global allocator (a
+    /// `#[global_allocator]` that must see every allocation, say); glibc's then serves later
+    /// large blocks from its heap, whose freed pages stay resident (BENCHMARKS.md, "Memory under
+    /// attack").
+    pub fn map_large_blocks(mut self, map: bool) -> Self {
+        self.map_large_blocks = map;
+        self
+    }
+
     /// Build the pool. Fails if the smallest class is larger than the largest.
     pub fn build(self) -> Result<Pool, Error> {
         let round = |n: usize| n.clamp(MIN_CLASS_SIZE, MAX_CLASS_LIMIT).next_power_of_two();
@@ -555,7 +619,7 @@ impl PoolBuilder {
                 max_class,
             });
         }
-        let config = Config::new(
+        let mut config = Config::new(
             min_class.trailing_zeros(),
             max_class.trailing_zeros(),
             self.cache_depth,
@@ -564,7 +628,10 @@ impl PoolBuilder {
             self.max_thread_cache_bytes,
             self.clear_on_return,
         );
-        let shared = Arc::new(PoolShared::new(config, self.track_leaks));
+        if self.map_large_blocks {
+            config.map_from = crate::block::MAPPED_FROM;
+        }
+        let shared = Arc::new(PoolShared::new(config, self.track_leaks, self.idle_after));
         Ok(Pool {
             shared: shared.clone(),
             _handle: Arc::new(Handle { shared }),

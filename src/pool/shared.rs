@@ -4,7 +4,9 @@
 use super::leaks::LeakTable;
 use super::stats::{bump_shared, PoolStats, Slot, StatsSlot, ThreadSlot};
 use crate::block::{FreeBlock, FreeStack};
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{lock, Arc, CachePadded, Mutex};
 
 /// Settled configuration of a pool (see `PoolBuilder` for the meaning of each field).
@@ -29,6 +31,9 @@ pub(crate) struct Config {
     pub(crate) max_retained_bytes: usize,
     pub(crate) max_thread_cache_bytes: usize,
     pub(crate) clear_on_return: bool,
+    /// Blocks of at least this many bytes (header included) are mapped on their own
+    /// (`block::system`); `usize::MAX`: none.
+    pub(crate) map_from: usize,
 }
 
 /// Size classes per doubling, as a power of two: 2 bits, four classes between one power of two and
@@ -80,6 +85,7 @@ impl Config {
             max_retained_bytes,
             max_thread_cache_bytes,
             clear_on_return,
+            map_from: usize::MAX,
         };
         let table_max = (CLASS_TABLE_LEN << TABLE_SHIFT).min(config.max_size);
         for index in 0..CLASS_TABLE_LEN {
@@ -150,9 +156,37 @@ impl Config {
     }
 }
 
-/// Full (or, from exiting threads, partial) magazines waiting to be picked up by a renting thread.
+/// Full (or, from exiting threads, partial) magazines waiting to be picked up by a renting thread,
+/// oldest first, each with the time it came in: a renting thread takes the newest, so the ones at
+/// the front are those no one has needed for longest (idle eviction frees them).
 struct Depot {
-    magazines: Vec<FreeStack>,
+    magazines: Vec<(FreeStack, Instant)>,
+}
+
+impl Depot {
+    /// Free the magazines that came in before `cutoff`; returns (blocks, bytes) freed.
+    fn evict_before(&mut self, cutoff: Instant) -> (usize, usize) {
+        let idle = self
+            .magazines
+            .iter()
+            .take_while(|(_, since)| *since < cutoff)
+            .count();
+        let (mut blocks, mut bytes) = (0, 0);
+        for (magazine, _) in self.magazines.drain(..idle) {
+            blocks += magazine.len();
+            bytes += magazine.bytes();
+        }
+        (blocks, bytes)
+    }
+}
+
+/// Idle eviction's counters and settings.
+pub(crate) struct Eviction {
+    /// Free depot magazines unused for this long (`None`: never).
+    pub(crate) idle_after: Option<Duration>,
+    /// Blocks and payload bytes freed by idle eviction so far.
+    pub(crate) evicted_blocks: AtomicU64,
+    pub(crate) evicted_bytes: AtomicU64,
 }
 
 /// A thread's flag telling it to drop its caches of closed pools (see `thread_cache`).
@@ -182,10 +216,15 @@ pub(crate) struct PoolShared {
     /// `track_leaks`: `None` otherwise, which is the "tracking on?" test of every path that
     /// records (`pool::leaks`).
     pub(crate) leaks: Option<Box<LeakTable>>,
+    pub(crate) eviction: Eviction,
 }
 
 impl PoolShared {
-    pub(crate) fn new(config: Config, track_leaks: bool) -> PoolShared {
+    pub(crate) fn new(
+        config: Config,
+        track_leaks: bool,
+        idle_after: Option<Duration>,
+    ) -> PoolShared {
         let depots = (0..config.classes())
             .map(|_| {
                 CachePadded(Mutex::new(Depot {
@@ -202,7 +241,46 @@ impl PoolShared {
             slots: Mutex::new(Vec::new()),
             shared_counts: StatsSlot::default(),
             leaks: track_leaks.then(|| Box::new(LeakTable::new())),
+            eviction: Eviction {
+                idle_after,
+                evicted_blocks: AtomicU64::new(0),
+                evicted_bytes: AtomicU64::new(0),
+            },
         }
+    }
+
+    /// Free every depot magazine that has waited unused for at least the idle time at `now`;
+    /// returns the payload bytes freed (0 when idle eviction is off).
+    pub(crate) fn evict_idle(&self, now: Instant) -> usize {
+        let Some(cutoff) = self.eviction_cutoff(now) else {
+            return 0;
+        };
+        let (mut blocks, mut bytes) = (0, 0);
+        for depot in self.depots.iter() {
+            let (b, n) = lock(depot).evict_before(cutoff);
+            (blocks, bytes) = (blocks + b, bytes + n);
+        }
+        self.note_evicted(blocks, bytes);
+        bytes
+    }
+
+    /// Account for `blocks` blocks of `bytes` payload bytes freed from the depots (already
+    /// dropped).
+    fn note_evicted(&self, blocks: usize, bytes: usize) {
+        if blocks == 0 {
+            return;
+        }
+        self.depot_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        bump_shared(&self.shared_counts.frees, blocks as u64);
+        let e = &self.eviction;
+        e.evicted_blocks.fetch_add(blocks as u64, Ordering::Relaxed);
+        e.evicted_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Magazines that came into a depot before this time are idle at `now` (`None`: eviction is
+    /// off, or `now` is too early for any to be).
+    fn eviction_cutoff(&self, now: Instant) -> Option<Instant> {
+        now.checked_sub(self.eviction.idle_after?)
     }
 
     /// A block of `bytes` payload bytes was allocated from the system for this pool.
@@ -223,7 +301,7 @@ impl PoolShared {
     /// Take a magazine of free blocks of `class`, if the depot has one.
     pub(crate) fn take_magazine(&self, class: usize) -> Option<FreeStack> {
         let mut depot = lock(&self.depots[class]);
-        let magazine = depot.magazines.pop()?;
+        let (magazine, _) = depot.magazines.pop()?;
         self.depot_bytes
             .fetch_sub(magazine.bytes(), Ordering::Relaxed);
         Some(magazine)
@@ -265,7 +343,18 @@ impl PoolShared {
             drop(magazine);
             return freed;
         }
-        depot.magazines.push(magazine);
+        // A magazine coming in also frees the idle ones of its class (under the lock held
+        // anyway), so a pool in use gives back the classes it stopped using without a timer. (A
+        // pool nobody uses runs no slow path: an application whose load can stop calls
+        // `Pool::evict_idle` from a timer.)
+        let now = Instant::now();
+        let evicted = match self.eviction_cutoff(now) {
+            Some(cutoff) => depot.evict_before(cutoff),
+            None => (0, 0),
+        };
+        depot.magazines.push((magazine, now));
+        drop(depot);
+        self.note_evicted(evicted.0, evicted.1);
         0
     }
 
@@ -282,7 +371,7 @@ impl PoolShared {
         let mut freed_bytes = 0;
         for depot in self.depots.iter() {
             let magazines = std::mem::take(&mut lock(depot).magazines);
-            for magazine in magazines {
+            for (magazine, _) in magazines {
                 self.depot_bytes
                     .fetch_sub(magazine.bytes(), Ordering::Relaxed);
                 freed_bytes += magazine.bytes();
@@ -362,6 +451,8 @@ impl PoolShared {
         stats.add_counts(&self.shared_counts);
         stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
         stats.closed = self.is_closed();
+        stats.evictions = self.eviction.evicted_blocks.load(Ordering::Relaxed);
+        stats.evicted_bytes = self.eviction.evicted_bytes.load(Ordering::Relaxed);
         stats.outstanding = stats.rents.saturating_sub(stats.returns);
         // Every existing block is either free (retained) or rented (outstanding).
         let allocated = self.allocated_bytes.load(Ordering::Relaxed) as u64;
