@@ -281,7 +281,11 @@ macro_rules! ready_halves {
                 AsRef::<$stream>::as_ref(self).poll_read_ready(cx)
             }
 
-            fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+            fn poll_read(
+                &mut self,
+                cx: &mut Context<'_>,
+                buf: &mut [u8],
+            ) -> Poll<io::Result<usize>> {
                 let mut buf = ReadBuf::new(buf);
                 ready!(AsyncRead::poll_read(Pin::new(self), cx, &mut buf))?;
                 Poll::Ready(Ok(buf.filled().len()))
