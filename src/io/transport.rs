@@ -22,8 +22,8 @@
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::byte_stream::io_error;
 use super::connection::{
@@ -57,7 +57,7 @@ pub(crate) trait WriteSide: Send + Sync + 'static {
     /// simply write.
     fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let waker = noop_waker();
-        match self.poll_write_vectored(&mut Context::from_waker(waker), bufs) {
+        match self.poll_write_vectored(&mut Context::from_waker(&waker), bufs) {
             Poll::Ready(result) => result,
             Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
         }
@@ -105,14 +105,17 @@ impl<S, Flavor> SharedStream<S, Flavor> {
 }
 
 /// A waker that does nothing: for writes that must not wait (a pending one is left to the
-/// connection's future, which polls again with its own waker).
-fn noop_waker() -> &'static Waker {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
+/// connection's future, which polls again with its own waker). Made without allocating.
+fn noop_waker() -> Waker {
+    fn clone(_: *const ()) -> RawWaker {
+        RawWaker::new(std::ptr::null(), &NOOP)
     }
-    static NOOP: OnceLock<Waker> = OnceLock::new();
-    NOOP.get_or_init(|| Waker::from(Arc::new(Noop)))
+    fn noop(_: *const ()) {}
+    static NOOP: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: every function of the vtable ignores the data pointer (null, never dereferenced)
+    // and does nothing, `clone` returns the same waker, and all of them may run on any thread:
+    // the `RawWaker` contract holds.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &NOOP)) }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -386,9 +389,16 @@ impl Output {
 
     /// Flush and shut down the write side after the application's last byte.
     fn shut_down_write(&mut self, shared: &Shared, cx: Option<&mut Context<'_>>) -> Poll<()> {
-        let waker = noop_waker();
-        let mut noop = Context::from_waker(waker);
-        let cx = cx.unwrap_or(&mut noop);
+        match cx {
+            Some(cx) => self.shut_down_with(shared, cx),
+            None => {
+                let waker = noop_waker();
+                self.shut_down_with(shared, &mut Context::from_waker(&waker))
+            }
+        }
+    }
+
+    fn shut_down_with(&mut self, shared: &Shared, cx: &mut Context<'_>) -> Poll<()> {
         if self.unflushed {
             match self.write.poll_flush(cx) {
                 Poll::Pending => return Poll::Pending,
