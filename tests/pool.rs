@@ -108,7 +108,9 @@ fn magazine(class: usize) -> usize {
 #[test]
 fn rent_on_one_thread_drop_on_another_stops_allocating() {
     for size in [64, 4096, 64 * 1024] {
-        let pool = Pool::new();
+        // No idle eviction: this is about what the depot keeps; under valgrind's slowdown the
+        // default 5 s would free magazines of the working set between the phases.
+        let pool = Pool::builder().idle_eviction(None).build().unwrap();
         let class = pool.class_size_for(size).unwrap();
         let burst = 3 * magazine(class) + CHANNEL + 2 + 16;
         let (after_warm_up, at_end) = rent_here_drop_there(&pool, size, burst, PAIRS, 0);

@@ -183,6 +183,8 @@ impl<E> FrameWriter<E> {
         let error = self.feed(item).err();
         Send {
             flush: self.writer.flush_pipe(),
+            connection: self.connection.as_mut(),
+            flushed: None,
             error,
         }
     }
@@ -252,8 +254,13 @@ impl<E> FrameWriter<E> {
     ///
     /// Cancel safety: dropping the future loses nothing; the bytes are published at its first
     /// poll, and a later flush waits again if backpressure still applies.
-    pub fn flush(&mut self) -> Flush<'_> {
-        self.writer.flush_pipe()
+    pub fn flush(&mut self) -> Send<'_, FrameError> {
+        Send {
+            flush: self.writer.flush_pipe(),
+            connection: self.connection.as_mut(),
+            flushed: None,
+            error: None,
+        }
     }
 
     /// [`send`](Self::send), parking the thread while the flush waits.
@@ -283,7 +290,7 @@ impl<E> FrameWriter<E> {
 
     /// [`flush`](Self::flush), parking the thread while it waits.
     pub fn flush_blocking(&mut self) -> Result<FlushResult, FrameError> {
-        Ok(self.writer.flush_blocking()?)
+        crate::pipe::block_on(self.flush())
     }
 
     /// Encode items until the batch is full, the items run out, or the writer learns that the
@@ -429,11 +436,16 @@ where
 }
 
 pin_project! {
-    /// Future of [`FrameWriter::send`]: the flush after the item was staged.
+    /// Future of [`FrameWriter::send`] and [`FrameWriter::flush`]: the flush (after the item
+    /// was staged); over a [`Framed`](super::Framed)'s connection it returns once the stream
+    /// took the bytes.
     #[must_use = "futures do nothing unless polled"]
     pub struct Send<'a, Er> {
         #[pin]
         flush: Flush<'a>,
+        // A `Framed`'s connection: the flush returns once the stream took the bytes.
+        connection: Option<&'a mut Connection>,
+        flushed: Option<FlushResult>,
         error: Option<Er>,
     }
 }
@@ -446,7 +458,14 @@ impl<Er: From<FrameError>> Future for Send<'_, Er> {
         if let Some(e) = this.error.take() {
             return Poll::Ready(Err(e));
         }
-        this.flush.poll(cx).map_err(|e| FrameError::from(e).into())
+        if this.flushed.is_none() {
+            let flushed = ready!(this.flush.poll(cx)).map_err(FrameError::from)?;
+            *this.flushed = Some(flushed);
+        }
+        if let Some(connection) = this.connection.as_deref_mut() {
+            ready!(connection.poll_flushed(cx));
+        }
+        Poll::Ready(Ok(this.flushed.take().expect("set above")))
     }
 }
 
@@ -459,10 +478,16 @@ impl<Er> std::fmt::Debug for Send<'_, Er> {
 /// Poll the writer's flush; `Some(result)` when the batch loop must stop with it.
 fn poll_flush_step<Er: From<FrameError>>(
     writer: &mut PipeWriter,
+    connection: Option<&mut Connection>,
     cx: &mut Context<'_>,
     done: bool,
 ) -> Poll<Result<Option<FlushResult>, Er>> {
     let result = ready!(writer.poll_flush_pipe(cx)).map_err(FrameError::from)?;
+    // Over a `Framed`'s connection, the burst is out only once the stream took it (nobody else
+    // writes what a full socket left). A later poll flushes again: nothing new, at once.
+    if let Some(connection) = connection {
+        ready!(connection.poll_flushed(cx));
+    }
     let stop = done || result.is_completed() || result.is_canceled();
     Poll::Ready(Ok(stop.then_some(result)))
 }
@@ -491,6 +516,7 @@ where
             if *this.flushing {
                 if let Some(result) = ready!(poll_flush_step(
                     &mut this.frame_writer.writer,
+                    this.frame_writer.connection.as_mut(),
                     cx,
                     *this.done
                 ))? {
@@ -540,6 +566,7 @@ where
             if *this.flushing {
                 if ready!(poll_flush_step::<E::Error>(
                     &mut this.frame_writer.writer,
+                    this.frame_writer.connection.as_mut(),
                     cx,
                     *this.done
                 ))?
