@@ -361,3 +361,50 @@ fn a_peer_reset_while_writes_are_partly_taken_fails_the_flush_and_ends_with_a_wr
         assert!(e.position() >= 256 * 1024, "{e}");
     });
 }
+
+#[test]
+fn framed_forward_finishes_writing_a_reply_the_socket_took_in_parts() {
+    run(async {
+        let (client, server) = socket_pair().await;
+        let codec = LengthDelimited::builder()
+            .max_frame_length(32 << 20)
+            .new_codec();
+        let (mut out, mut frames) = Framed::new(server, codec).split();
+        let echo = tokio::spawn(async move {
+            out.forward(&mut frames).await.unwrap();
+            out.close().await.unwrap();
+        });
+        // One request at a time, each waiting for its whole reply: a reply the socket took only
+        // in part must still be finished by the server's own task (nothing else runs there).
+        let (mut read, mut write) = client.into_split();
+        for round in 0..3u8 {
+            let payload = vec![round; 8 << 20];
+            let writer = tokio::spawn(async move {
+                write
+                    .write_all(&(payload.len() as u32).to_be_bytes())
+                    .await
+                    .unwrap();
+                write.write_all(&payload).await.unwrap();
+                write
+            });
+            let mut header = [0; 4];
+            tokio::time::timeout(Duration::from_secs(30), read.read_exact(&mut header))
+                .await
+                .expect("the reply started")
+                .unwrap();
+            let mut reply = vec![0; u32::from_be_bytes(header) as usize];
+            tokio::time::timeout(Duration::from_secs(30), read.read_exact(&mut reply))
+                .await
+                .expect("the whole reply came")
+                .unwrap();
+            assert_eq!(reply.len(), 8 << 20);
+            assert!(reply.iter().all(|&b| b == round));
+            write = writer.await.unwrap();
+        }
+        write.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        read.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        echo.await.unwrap();
+    });
+}

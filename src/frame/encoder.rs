@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 
 use super::FrameError;
 use crate::io::Connection;
-use crate::pipe::{Flush, FlushResult, PipeWriter};
+use crate::pipe::{FlushResult, PipeWriter};
 use crate::ByteSegments;
 
 /// Turns items into frames staged in a [`PipeWriter`].
@@ -181,10 +181,10 @@ impl<E> FrameWriter<E> {
         E: Encoder<I>,
     {
         let error = self.feed(item).err();
+        self.writer.start_flush();
         Send {
-            flush: self.writer.flush_pipe(),
+            writer: &mut self.writer,
             connection: self.connection.as_mut(),
-            flushed: None,
             error,
         }
     }
@@ -255,10 +255,10 @@ impl<E> FrameWriter<E> {
     /// Cancel safety: dropping the future loses nothing; the bytes are published at its first
     /// poll, and a later flush waits again if backpressure still applies.
     pub fn flush(&mut self) -> Send<'_, FrameError> {
+        self.writer.start_flush();
         Send {
-            flush: self.writer.flush_pipe(),
+            writer: &mut self.writer,
             connection: self.connection.as_mut(),
-            flushed: None,
             error: None,
         }
     }
@@ -379,9 +379,12 @@ impl<E> FrameWriter<E> {
 
     /// The `Sink` flush: publish, then (over a connection) wait until the stream took the bytes.
     fn poll_sink_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
-        ready!(self.writer.poll_flush_pipe(cx))?;
-        if let Some(connection) = self.connection.as_mut() {
-            ready!(connection.poll_flushed(cx));
+        ready!(poll_flush_through(
+            &mut self.writer,
+            self.connection.as_mut(),
+            cx
+        ))?;
+        if self.connection.is_some() {
             // A write that failed meanwhile completed the output with its error: say so here.
             ready!(self.writer.poll_flush_pipe(cx))?;
         }
@@ -435,37 +438,55 @@ where
     }
 }
 
-pin_project! {
-    /// Future of [`FrameWriter::send`] and [`FrameWriter::flush`]: the flush (after the item
-    /// was staged); over a [`Framed`](super::Framed)'s connection it returns once the stream
-    /// took the bytes.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Send<'a, Er> {
-        #[pin]
-        flush: Flush<'a>,
-        // A `Framed`'s connection: the flush returns once the stream took the bytes.
-        connection: Option<&'a mut Connection>,
-        flushed: Option<FlushResult>,
-        error: Option<Er>,
-    }
+/// Future of [`FrameWriter::send`] and [`FrameWriter::flush`]: the flush (after the item was
+/// staged); over a [`Framed`](super::Framed)'s connection it returns once the stream took the
+/// bytes.
+#[must_use = "futures do nothing unless polled"]
+pub struct Send<'a, Er> {
+    writer: &'a mut PipeWriter,
+    connection: Option<&'a mut Connection>,
+    error: Option<Er>,
 }
+
+// Nothing in it is pinned: the error is only ever moved out.
+impl<Er> Unpin for Send<'_, Er> {}
 
 impl<Er: From<FrameError>> Future for Send<'_, Er> {
     type Output = Result<FlushResult, Er>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let this = self.get_mut();
         if let Some(e) = this.error.take() {
             return Poll::Ready(Err(e));
         }
-        if this.flushed.is_none() {
-            let flushed = ready!(this.flush.poll(cx)).map_err(FrameError::from)?;
-            *this.flushed = Some(flushed);
+        poll_flush_through(this.writer, this.connection.as_deref_mut(), cx).map_err(Into::into)
+    }
+}
+
+/// Flush `writer`; over a connection, also write the connection's output until the stream took
+/// every byte (nobody else does for a `Framed`): a flush paused at the output's threshold waits
+/// for the stream, which this poll writes to, not for another task.
+fn poll_flush_through(
+    writer: &mut PipeWriter,
+    connection: Option<&mut Connection>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<FlushResult, FrameError>> {
+    let Some(connection) = connection else {
+        return writer.poll_flush_pipe(cx).map_err(FrameError::from);
+    };
+    loop {
+        let flushed = writer.poll_flush_pipe(cx);
+        // Either way the stream gets what is published; `Pending` here registered `cx` with it.
+        let written = connection.poll_flushed(cx);
+        match (flushed, written) {
+            (Poll::Ready(result), Poll::Ready(())) => {
+                return Poll::Ready(result.map_err(FrameError::from))
+            }
+            (Poll::Ready(Err(e)), _) => return Poll::Ready(Err(e.into())),
+            (_, Poll::Pending) => return Poll::Pending,
+            // Paused, and the stream took everything: the pause is lifted, flush again.
+            (Poll::Pending, Poll::Ready(())) => {}
         }
-        if let Some(connection) = this.connection.as_deref_mut() {
-            ready!(connection.poll_flushed(cx));
-        }
-        Poll::Ready(Ok(this.flushed.take().expect("set above")))
     }
 }
 
@@ -482,12 +503,7 @@ fn poll_flush_step<Er: From<FrameError>>(
     cx: &mut Context<'_>,
     done: bool,
 ) -> Poll<Result<Option<FlushResult>, Er>> {
-    let result = ready!(writer.poll_flush_pipe(cx)).map_err(FrameError::from)?;
-    // Over a `Framed`'s connection, the burst is out only once the stream took it (nobody else
-    // writes what a full socket left). A later poll flushes again: nothing new, at once.
-    if let Some(connection) = connection {
-        ready!(connection.poll_flushed(cx));
-    }
+    let result = ready!(poll_flush_through(writer, connection, cx))?;
     let stop = done || result.is_completed() || result.is_canceled();
     Poll::Ready(Ok(stop.then_some(result)))
 }

@@ -292,8 +292,15 @@ impl PipeWriter {
     /// Allocates nothing; when not paused it returns at once.
     #[inline]
     pub fn flush_pipe(&mut self) -> Flush<'_> {
-        self.paused = false;
+        self.start_flush();
         Flush { writer: self }
+    }
+
+    /// A new flush starts: a pause left from an abandoned one does not carry over (see
+    /// [`flush_pipe`](Self::flush_pipe)); for flush futures built outside the pipe.
+    #[inline]
+    pub(crate) fn start_flush(&mut self) {
+        self.paused = false;
     }
 
     /// [`flush_pipe`](Self::flush_pipe) for thread-based code: parks the thread while paused.
