@@ -18,6 +18,10 @@ use crate::io::{Connection, DuplexPipe};
 /// once the write side is shut down. Errors come out where tokio-util's do: a decoder's error or
 /// the stream's read error as an item, a write error from the flush.
 ///
+/// Cancel safety: as its halves'. [`next`](Framed::next) and the `Stream` lose and repeat no
+/// frame when dropped mid-wait (the bytes stay in the pipe); a dropped flush or close loses
+/// nothing staged: the next flush or close goes on where it stopped.
+///
 /// A line echo server (feature `tokio`):
 ///
 /// ```

@@ -9,7 +9,10 @@
 //! a connection blocked waiting for its peer holds no pooled block; bytes of a frame in progress
 //! are read straight into the pipe's block.
 //!
-//! [`Connection::wait`] returns how the connection ended, once both directions have.
+//! [`Connection::wait`] returns how the connection ended, once both directions have. The
+//! reads and flushes here block rather than return futures; the futures of the pipe ends, if
+//! used on such a connection, keep their cancel safety (a read that is dropped consumed nothing),
+//! but each poll may block its thread in the stream's read or write.
 //!
 //! A length-prefixed echo over `std::net::TcpStream`:
 //!
