@@ -41,6 +41,8 @@ mutants=(
     "join_wake_no_forward join"
     "close_check_unlocked pool_close"
     "done_flag_first reader_completed"
+    "pop_growing_last grow_last"
+    "grown_before_link grow_last"
 )
 
 start=$SECONDS

@@ -559,6 +559,23 @@ impl Writer {
         window
     }
 
+    /// Seal the written bytes without a window of their own, for a caller that grows the window
+    /// sealed last over them ([`Window::grow`]): they must start where that window ends, so there
+    /// is no headroom in front of them (`head == sealed`). Returns how many bytes were sealed.
+    #[inline]
+    pub(crate) fn seal_in_place(&mut self) -> usize {
+        assert_eq!(
+            self.head,
+            self.sealed,
+            "sealing in place with {} bytes of headroom",
+            self.head - self.sealed
+        );
+        let n = self.len();
+        self.sealed = self.tail;
+        self.head = self.tail;
+        n
+    }
+
     /// Seal the written bytes and give up the writer, passing its reference to the window.
     #[inline]
     pub(crate) fn into_window(self) -> Window {
@@ -674,6 +691,24 @@ impl Window {
             self.len += next.len;
         }
         adjacent
+    }
+
+    /// Grow this window over the `n` bytes of its block that follow it.
+    ///
+    /// # Safety
+    ///
+    /// Those bytes were sealed by the block's writer ([`Writer::seal_in_place`]), so no handle
+    /// writes them again (invariant 3), and the caller's thread has synchronized with that seal
+    /// (the pipe: the publication that counted them). The bounds are checked here.
+    #[inline]
+    pub(crate) unsafe fn grow(&mut self, n: usize) {
+        let end = self.offset() + self.len;
+        assert!(
+            n <= self.block_capacity() - end,
+            "growing a window ending at {end} by {n} bytes overruns its block of {}",
+            self.block_capacity()
+        );
+        self.len += n;
     }
 
     /// Whether [`try_join`](Self::try_join) would join `next` onto this window.
@@ -923,13 +958,14 @@ impl ParkingSlot {
         Some((writer, parked.credits))
     }
 
-    /// Release the parked reference, if any (the reader going idle). A Relaxed peek first skips the
-    /// swap when the slot is empty: a park this misses is followed by a publish, which the caller
-    /// will see before it waits again, and then it releases.
+    /// Release the parked reference, if any (the reader going idle); whether this call took it
+    /// (then the writer can write the block no more). A Relaxed peek first skips the swap when
+    /// the slot is empty: a park this misses is followed by a publish, which the caller will see
+    /// before it waits again, and then it releases.
     #[inline]
-    pub(crate) fn release(&self) {
+    pub(crate) fn release(&self) -> bool {
         if self.block.load(Ordering::Relaxed).is_null() {
-            return;
+            return false;
         }
         let taken = self.block.swap(ptr::null_mut(), Ordering::AcqRel);
         if let Some(tagged) = NonNull::new(taken) {
@@ -940,13 +976,15 @@ impl ParkingSlot {
             // together here. AcqRel on the swap orders the parking writer's writes before the
             // block can go back to the pool.
             release_n(block, 1 + credits);
+            return true;
         }
+        false
     }
 }
 
 impl Drop for ParkingSlot {
     fn drop(&mut self) {
-        self.release();
+        let _ = self.release();
     }
 }
 

@@ -414,13 +414,42 @@ fn after_a_flush_the_writer_keeps_writing_into_the_tail_of_the_same_block() {
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     let chunks: Vec<&[u8]> = result.buffer().chunks().collect();
-    assert_eq!(chunks, [&b"first"[..], &b"second"[..]]);
-    assert_eq!(
-        chunks[1].as_ptr(),
-        chunks[0].as_ptr().wrapping_add(5),
-        "same block, next bytes"
-    );
+    // Same block, next bytes: the second flush grows the first flush's segment.
+    assert_eq!(chunks, [&b"firstsecond"[..]]);
     assert_eq!(pool.stats().rents, 1);
+}
+
+#[test]
+fn a_segment_read_and_consumed_grows_again_with_the_next_flush_into_its_block() {
+    let pool = Pool::new();
+    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new().pause_threshold(0));
+    let mut start = None;
+    // A peer trickling one byte per flush: each read sees the unconsumed bytes as one segment,
+    // whether the reader consumed what it saw or only examined it.
+    for (i, byte) in b"GET / HTTP/1.1".iter().enumerate() {
+        writer.write_slice(&[*byte]).unwrap();
+        flush_now(&mut writer);
+        let result = reader.try_read().unwrap().unwrap();
+        let chunks: Vec<&[u8]> = result.buffer().chunks().collect();
+        assert_eq!(chunks.len(), 1, "one segment after {} flushes", i + 1);
+        let first = *start.get_or_insert(chunks[0].as_ptr());
+        if i < 8 {
+            assert_eq!(chunks[0], &b"GET / HTTP/1.1"[..=i]);
+            assert_eq!(chunks[0].as_ptr(), first, "the same segment, grown");
+            reader.advance_to(0, i + 1).unwrap();
+        } else {
+            // Everything up to the last read was consumed: the segment holds what came since.
+            let from = if i == 8 { 0 } else { i };
+            assert_eq!(chunks[0], &b"GET / HTTP/1.1"[from..=i]);
+            let len = chunks[0].len();
+            reader.advance_to(len, len).unwrap();
+        }
+    }
+    assert_eq!(pool.stats().rents, 1, "one block for every flush");
+    writer.complete();
+    assert!(reader.read_blocking().unwrap().is_completed());
+    drop(reader);
+    assert_eq!(pool.stats().outstanding, 0);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1595,19 +1624,19 @@ fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_co
             .min_segment_size(4096)
             .pause_threshold(0),
     );
-    // Three flushes into the tail of one 4 KiB block: three segments that follow each other.
+    // Three flushes into the tail of one 4 KiB block: one segment, grown by each flush.
     let data: Vec<u8> = (0..600u32).map(|i| (i * 31 % 251) as u8).collect();
     for part in data.chunks(200) {
         writer.write_slice(part).unwrap();
         flush_now(&mut writer);
     }
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(result.buffer().chunks().count(), 3);
+    assert_eq!(result.buffer().chunks().count(), 1);
     let start = result.buffer().first_chunk().as_ptr();
     let rents = pool.stats().rents;
 
-    // 500 bytes from offset 50: over all three segments, above the copy threshold: one window,
-    // no copy, no rent.
+    // 500 bytes from offset 50, above the copy threshold: a window shared out of the segment, no
+    // copy, no rent.
     let frame = reader.take_frame_after(50, 500).unwrap();
     assert_eq!(&frame[..], &data[50..550]);
     assert_eq!(frame.as_ptr(), start.wrapping_add(50), "shared, not copied");

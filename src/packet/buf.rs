@@ -156,6 +156,13 @@ impl PacketBuf {
         OwnedPacket::from_window(self.writer.seal_with_credits(credits))
     }
 
+    /// Seal the written bytes onto the packet sealed last from this buffer, which the caller
+    /// grows over them (`Packet::grow_sealed`); how many bytes were sealed.
+    #[inline]
+    pub(crate) fn seal_in_place(&mut self) -> usize {
+        self.writer.seal_in_place()
+    }
+
     /// Give back references counted in advance by [`seal_with_credits`](Self::seal_with_credits).
     #[inline]
     pub(crate) fn give_back_credits(&self, credits: usize) {

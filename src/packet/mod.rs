@@ -260,6 +260,23 @@ impl Packet {
         }
     }
 
+    /// Grow a pooled packet over the `n` bytes of its block that follow it: the pipe's last
+    /// segment taking in the bytes of a later flush into the same block. Any other packet (only
+    /// an empty one reaches here otherwise) panics.
+    ///
+    /// # Safety
+    ///
+    /// As [`Window::grow`](crate::block::Window): the block's writer sealed those bytes in place,
+    /// and the caller has synchronized with that seal.
+    #[inline]
+    pub(crate) unsafe fn grow_sealed(&mut self, n: usize) {
+        match &mut self.repr {
+            // SAFETY: the caller's contract is the window's.
+            Repr::Owned(p) => unsafe { p.grow(n) },
+            _ => panic!("growing a packet that is not pooled by {n} bytes"),
+        }
+    }
+
     /// Drop the first `n` bytes in place (`n <= len`, checked by the caller): `Buf::advance`
     /// without its bounds message, for the pipe's per-frame consume.
     #[inline]

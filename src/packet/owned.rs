@@ -137,6 +137,18 @@ impl OwnedPacket {
         &self.window
     }
 
+    /// Grow over the `n` bytes of the block that follow this packet.
+    ///
+    /// # Safety
+    ///
+    /// As [`Window::grow`]: the block's writer sealed those bytes in place, and the caller has
+    /// synchronized with that seal.
+    #[inline]
+    pub(crate) unsafe fn grow(&mut self, n: usize) {
+        // SAFETY: the caller's contract is the window's.
+        unsafe { self.window.grow(n) }
+    }
+
     /// Drop the first `n` bytes in place (`n <= len`; the window asserts it).
     #[inline]
     pub(crate) fn skip_front(&mut self, n: usize) {

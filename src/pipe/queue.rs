@@ -17,20 +17,39 @@
 //!   Acquire, pairing with the store above): the consumer is done with them and their packets are
 //!   empty.
 //!
+//! **Growing the last node.** Consecutive flushes of the pipe writer's buffer lie side by side in
+//! one block. The producer pushes the first as a *growable* node; each later flush seals its bytes
+//! in place in the block and adds their count to that node's `grown` word instead of pushing a
+//! node; then it publishes as usual. The consumer, when a refresh shows more published bytes, grows
+//! its last node's packet over the bytes `grown` names (up to what is published: the stream's
+//! order is the last node's growth, then the nodes linked after it) and moves on to the nodes
+//! linked since. So a parser sees bytes that lie side by side as one segment, and a run of small
+//! flushes costs no node, no link and no reference count each. The producer grows only the node it
+//! linked last, only while it holds the block's writer, and never after it has linked another
+//! node; so once the consumer sees a node linked after its last one, or `GROWN_FINAL` in `grown`,
+//! or takes the writer's parked block itself (the producer can no longer write the block), the
+//! `grown` it loads next is final.
+//!
 //! Invariants the `SAFETY` comments rely on:
 //!
 //! 1. A node's `packet` is accessed by the producer only while the node is in the cache or
 //!    staged, and by the consumer only while it is published and after `dummy`; the two regions
-//!    never overlap, and every hand-over is ordered by `published` or `consumer_pos`.
+//!    never overlap, and every hand-over is ordered by `published` or `consumer_pos`. (`grown` is
+//!    an atomic the producer writes and the consumer reads; it never touches `packet`.)
 //! 2. Nodes are allocated by `Box` and freed only by `QueueShared::drop` (when both ends are gone)
 //!    or by the producer for staged nodes it unlinks after the consumer has closed.
-//! 3. No published node holds an empty packet (the producer never pushes one).
+//! 3. No published node holds an empty packet (the producer never pushes one), except the
+//!    consumer's last node once consumed: it stays, empty, while it may still grow, and is moved
+//!    past as soon as it cannot (or a node is linked after it).
+//! 4. The bytes a node's `grown` counts follow its packet in the same block and were sealed by the
+//!    block's writer before the count was stored; the consumer grows the packet over them only
+//!    once `published` covers them.
 
 use std::ptr;
 
 use crate::block::{ParkedWriter, ParkingSlot, ReleaseBatch, Writer};
 use crate::packet::Packet;
-use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Arc, UnsafeCell};
 
 /// Flag bits the pipe keeps in the high end of the published word, next to the byte count, so a
@@ -41,13 +60,20 @@ const COUNT_MASK: u64 = u64::MAX >> FLAG_BITS;
 struct Node {
     packet: UnsafeCell<Packet>,
     next: AtomicPtr<Node>,
+    /// Bytes sealed in place after the packet since it was pushed (invariant 4), with
+    /// `GROWN_FINAL` once the producer will add none.
+    grown: AtomicUsize,
 }
+
+/// The flag in a node's `grown` word: the producer will not grow the node again.
+const GROWN_FINAL: usize = 1 << (usize::BITS - 1);
 
 impl Node {
     fn alloc() -> *mut Node {
         Box::into_raw(Box::new(Node {
             packet: UnsafeCell::new(Packet::new()),
             next: AtomicPtr::new(ptr::null_mut()),
+            grown: AtomicUsize::new(GROWN_FINAL),
         }))
     }
 }
@@ -95,12 +121,17 @@ pub(crate) fn queue() -> (Producer, Consumer) {
         last: dummy,
         last_published: dummy,
         staged_bytes: 0,
+        last_growable: false,
     };
     let consumer = Consumer {
         shared,
         dummy,
         consumed: 0,
         visible_end: 0,
+        last: dummy,
+        last_grown: 0,
+        last_final: true,
+        closed: false,
     };
     (producer, consumer)
 }
@@ -119,6 +150,8 @@ pub(crate) struct Producer {
     /// The last node covered by `published`.
     last_published: *mut Node,
     staged_bytes: u64,
+    /// `last` was pushed growable and may still grow ([`grow_last`](Producer::grow_last)).
+    last_growable: bool,
 }
 
 // SAFETY: the producer's pointers refer to nodes it owns or to the shared list, whose cross-thread
@@ -140,21 +173,78 @@ impl Producer {
     /// [`publish`]: Producer::publish
     #[inline]
     pub(crate) fn push(&mut self, packet: Packet) {
+        self.push_node(packet, false);
+    }
+
+    /// [`push`](Self::push) a packet just sealed from the pipe writer's buffer, which later
+    /// flushes of that buffer grow in place ([`grow_last`](Self::grow_last)).
+    #[inline]
+    pub(crate) fn push_growable(&mut self, packet: Packet) {
+        self.push_node(packet, true);
+    }
+
+    #[inline]
+    fn push_node(&mut self, packet: Packet, growable: bool) {
         if packet.is_empty() {
             return;
         }
         self.staged_bytes += packet.len() as u64;
         let node = self.alloc_node();
+        let grown = if growable { 0 } else { GROWN_FINAL };
         // SAFETY: `node` is a cached or fresh node, owned by the producer (invariant 1): nobody
         // else reads its packet, which is empty (so nothing is leaked by the overwrite).
         unsafe {
             (*node).packet.with_mut(|p| *p = packet);
+            (*node).grown.store(grown, Ordering::Relaxed);
             (*node).next.store(ptr::null_mut(), Ordering::Relaxed);
             // `last` is staged or the last published node; the consumer loads its `next` only after
             // `published` covers the node linked here, which happens after this store.
             (*self.last).next.store(node, Ordering::Release);
         }
         self.last = node;
+        self.last_growable = growable;
+    }
+
+    /// Whether the node linked last grows over the write buffer's next seal
+    /// ([`grow_last`](Self::grow_last)).
+    #[inline]
+    pub(crate) fn last_growable(&self) -> bool {
+        self.last_growable
+    }
+
+    /// Stage `n` bytes that the write buffer sealed in place right after the last node's bytes
+    /// (invariant 4): the consumer grows that node over them once they are published.
+    #[inline]
+    pub(crate) fn grow_last(&mut self, n: usize) {
+        assert!(self.last_growable, "growing a node that cannot grow");
+        self.staged_bytes += n as u64;
+        // SAFETY: `last` is linked and not reused while it is the last node (the producer reuses
+        // only nodes before the consumer's dummy, and `last` is at or after it); only `grown` is
+        // touched, an atomic (invariant 1).
+        let grown = unsafe { &(*self.last).grown };
+        // Release: the bytes sealed before this count are visible to a consumer that acquires it
+        // through a node linked later (the count travels with `published` otherwise).
+        grown.store(grown.load(Ordering::Relaxed) + n, Ordering::Release);
+    }
+
+    /// The write buffer goes (full, replaced, or the writer completes): the last node will not
+    /// grow again. Say so in its `grown` word, so a consumer that has read all of it need not keep
+    /// it (and its block) for growth that will never come.
+    #[inline]
+    pub(crate) fn end_growth(&mut self) {
+        if std::mem::take(&mut self.last_growable) {
+            // SAFETY: as in `grow_last`.
+            let grown = unsafe { &(*self.last).grown };
+            grown.fetch_or(GROWN_FINAL, Ordering::Release);
+        }
+    }
+
+    /// The reader took the write buffer's parked block: the producer writes that block no more, so
+    /// the last node cannot grow, and the reader knows it (it took the block). Nothing is stored:
+    /// the reader may have moved past the node already.
+    #[inline]
+    pub(crate) fn forget_growth(&mut self) {
+        self.last_growable = false;
     }
 
     #[inline]
@@ -225,6 +315,7 @@ impl Producer {
         }
         self.last = self.last_published;
         self.staged_bytes = 0;
+        self.last_growable = false;
     }
 }
 
@@ -272,6 +363,17 @@ pub(crate) struct Consumer {
     consumed: u64,
     /// End of the bytes the consumer may access (from its last `refresh`).
     visible_end: u64,
+    /// The node holding the last accessible byte (the dummy when none has come yet): the one a
+    /// later publication may grow.
+    last: *mut Node,
+    /// Bytes of `last`'s `grown` count already added to its packet.
+    last_grown: usize,
+    /// `last` grows no more than its `grown` word says now (a node is linked after it, the word
+    /// has `GROWN_FINAL`, or this side took the write buffer's parked block).
+    last_final: bool,
+    /// The consumer has let its packets go (`close`); bytes published later are dropped as they
+    /// come.
+    closed: bool,
 }
 
 // SAFETY: as for `Producer`: the consumer's pointers follow invariant 1, and moving the consumer
@@ -286,8 +388,111 @@ impl Consumer {
     pub(crate) fn refresh(&mut self) -> u64 {
         crate::sync::loom_seq_cst_point();
         let (bytes, flags) = split_word(self.shared.published.load(Ordering::SeqCst));
-        self.visible_end = bytes;
+        if bytes != self.visible_end {
+            self.take_in(bytes - self.visible_end);
+            self.visible_end = bytes;
+        }
         flags
+    }
+
+    /// Account for `new` newly published bytes: first the growth of the last node, then the
+    /// nodes linked after it, each maybe grown too (the stream's order, module docs).
+    #[inline]
+    fn take_in(&mut self, mut new: u64) {
+        loop {
+            let node = self.last;
+            // Bytes the producer sealed onto the node and counted; those `published` covers are
+            // visible: the count was stored before the publishing add this refresh loaded.
+            // SAFETY: `last` is published or the dummy, so it is not reused (the producer reuses
+            // only nodes before the dummy), and `grown` is an atomic.
+            let grown = unsafe { (*node).grown.load(Ordering::Acquire) } & !GROWN_FINAL;
+            let grow = ((grown - self.last_grown) as u64).min(new) as usize;
+            if grow > 0 {
+                self.last_grown += grow;
+                new -= grow as u64;
+                if node == self.dummy {
+                    // Only after `close`, which moved past the last node: its later bytes are
+                    // dropped as they come.
+                    #[cfg(any(debug_assertions, packetpipe_loom))]
+                    assert!(self.closed, "growth of a node consumed while it could grow");
+                    self.consumed += grow as u64;
+                } else {
+                    // SAFETY: the node is published and after the dummy, so its packet is the
+                    // consumer's (invariant 1); the bytes follow it in its block, sealed before
+                    // their count, which a publication this thread loaded covers (invariant 4).
+                    unsafe { (*node).packet.with_mut(|p| (*p).grow_sealed(grow)) };
+                }
+            }
+            if new == 0 {
+                return;
+            }
+            // More bytes than the growth: they are in nodes linked after this one.
+            // SAFETY: as above; its `next` was stored (Release) before the publication that covers
+            // the next node's bytes.
+            let next = published_link(unsafe { (*node).next.load(Ordering::Acquire) });
+            if node != self.dummy && self.front_is(node) && self.front_len() == 0 {
+                // The last node, consumed and kept for growth, is done growing: move past it.
+                self.pop_front().release_into(&mut ReleaseBatch::default());
+            }
+            self.last = next;
+            self.last_grown = 0;
+            self.last_final = false;
+            // SAFETY: `next` is published (the bytes counted in `new` cover it): the consumer's.
+            let len = unsafe { (*next).packet.with(|p| (*p).len()) } as u64;
+            debug_assert!(len <= new, "a node of {len} bytes with {new} published");
+            new -= len;
+            if self.closed {
+                // Dropped as it comes (see `close`).
+                self.pop_front().release_into(&mut ReleaseBatch::default());
+                self.consumed += len;
+            }
+        }
+    }
+
+    /// Whether `node` is the first accessible one (the dummy's successor).
+    #[inline]
+    fn front_is(&self, node: *mut Node) -> bool {
+        // SAFETY: the dummy is the consumer's (invariant 1).
+        unsafe { (*self.dummy).next.load(Ordering::Acquire) == node }
+    }
+
+    /// Length of the first node's packet (0 for a last node kept for growth).
+    #[inline]
+    fn front_len(&self) -> usize {
+        // SAFETY: called only when the dummy has a published successor (`front_is` held).
+        unsafe {
+            let node = (*self.dummy).next.load(Ordering::Acquire);
+            (*node).packet.with(|p| (*p).len())
+        }
+    }
+
+    /// Whether the last node may still grow beyond what its packet holds: then it is kept, even
+    /// when consumed, since the bytes of the next flush will be added to it.
+    #[inline]
+    fn last_may_grow(&mut self) -> bool {
+        let node = self.last;
+        // SAFETY: `last` is published or the dummy: not reused, and both fields are atomics.
+        let (next, grown) = unsafe { (&(*node).next, &(*node).grown) };
+        if !self.last_final {
+            // MUTANT grown_before_link (test-only, `--cfg packetpipe_mutant="grown_before_link"`):
+            // the count is loaded before the link, so growth stored just before a node was linked
+            // after this one is missed, and the node is moved past with bytes still to come.
+            #[cfg(packetpipe_mutant = "grown_before_link")]
+            let early = grown.load(Ordering::Acquire);
+            // The link first: a node linked after this one means its count is final, and the
+            // Acquire load of the link makes that final count visible to the load below.
+            let linked = !next.load(Ordering::Acquire).is_null();
+            let count = grown.load(Ordering::Acquire);
+            #[cfg(packetpipe_mutant = "grown_before_link")]
+            let count = early;
+            if !linked && count & GROWN_FINAL == 0 {
+                return true;
+            }
+            self.last_final = true;
+            return count & !GROWN_FINAL != self.last_grown;
+        }
+        // Final: whatever it still counts beyond what was added is on its way (published next).
+        grown.load(Ordering::Acquire) & !GROWN_FINAL != self.last_grown
     }
 
     /// Bytes published so far, loaded now (without making them accessible).
@@ -296,10 +501,41 @@ impl Consumer {
         split_word(self.shared.published.load(Ordering::SeqCst)).0
     }
 
-    /// Send the producer's parked write buffer home, if it is parked (the consumer goes idle).
+    /// Send the producer's parked write buffer home, if it is parked (the consumer goes idle),
+    /// and with nothing left to read, the last node too once it cannot grow: an idle pipe then
+    /// holds no block. Returns whether the last node can still grow (then its packet is the
+    /// block's, and nothing may take its place: see `replace_available`).
     #[inline]
-    pub(crate) fn release_parked_tail(&self) {
-        self.shared.parked_tail.release();
+    pub(crate) fn release_parked_tail(&mut self) -> bool {
+        if self.shared.parked_tail.release() {
+            // The producer can no longer write the block, so the last node grows no more than
+            // its count says (the swap acquired the count stored before the block was parked).
+            self.last_final = true;
+        }
+        let may_grow = self.last_may_grow();
+        if !may_grow && self.available() == 0 && self.last != self.dummy {
+            // Consumed and kept for growth that will not come: its (empty) window goes.
+            debug_assert!(self.front_is(self.last) && self.front_len() == 0);
+            self.pop_front().release_into(&mut ReleaseBatch::default());
+        }
+        may_grow
+    }
+
+    /// Let every packet go (the consumer completes or is dropped): what is accessible is consumed,
+    /// the last node too even if it may grow, and bytes published later are dropped as they come.
+    pub(crate) fn close(&mut self) {
+        self.refresh();
+        if self.closed {
+            return;
+        }
+        let available = self.available();
+        self.consume(available);
+        self.closed = true;
+        if self.last != self.dummy {
+            // Consumed, kept for growth (`consume` moved past every other node).
+            debug_assert!(self.front_is(self.last) && self.front_len() == 0);
+            self.pop_front().release_into(&mut ReleaseBatch::default());
+        }
     }
 
     /// Bytes consumed since the start.
@@ -391,7 +627,19 @@ impl Consumer {
         self.consume(n);
     }
 
-    /// Consume `n` accessible bytes (n <= available), dropping packets consumed entirely.
+    /// Whether the first node, consumed entirely, must stay (the last node, which may grow).
+    #[inline]
+    fn keep_front(&mut self, front_len: u64) -> bool {
+        // MUTANT pop_growing_last (test-only, `--cfg packetpipe_mutant="pop_growing_last"`): the
+        // last node is moved past once consumed although it may grow; its growth is then lost.
+        if cfg!(packetpipe_mutant = "pop_growing_last") {
+            return false;
+        }
+        front_len == self.available() && self.last_may_grow()
+    }
+
+    /// Consume `n` accessible bytes (n <= available), dropping packets consumed entirely (except
+    /// the last one while it may grow: it stays, empty).
     #[inline]
     pub(crate) fn consume(&mut self, mut n: u64) {
         assert!(
@@ -405,7 +653,11 @@ impl Consumer {
             let front = self.front_mut();
             let len = front.len() as u64;
             if len <= n {
-                self.pop_front().release_into(&mut released);
+                if self.keep_front(len) {
+                    self.front_mut().skip_front(len as usize);
+                } else {
+                    self.pop_front().release_into(&mut released);
+                }
                 self.consumed += len;
                 n -= len;
             } else {
@@ -430,7 +682,12 @@ impl Consumer {
             let front = self.front_mut();
             let len = front.len() as u64;
             if len <= n {
-                let packet = self.pop_front();
+                let packet = if self.keep_front(len) {
+                    // The last node may grow: it keeps an empty window where its bytes end.
+                    self.front_mut().split_to(len as usize)
+                } else {
+                    self.pop_front()
+                };
                 self.consumed += len;
                 n -= len;
                 sink(packet);
@@ -450,8 +707,11 @@ impl Consumer {
     /// out of the large blocks they pinned. Positions do not change (`consumed` stays, the bytes
     /// are the same), and only published nodes the consumer owns are touched (invariant 1): the
     /// ones before the last are moved past as `consume` does, the last keeps its place with the
-    /// new packet (never empty: `available > 0`, invariant 3).
+    /// new packet (never empty: `available > 0`, invariant 3). Only when the last node cannot
+    /// grow (`release_parked_tail` returned false): growth would extend the new packet over bytes
+    /// of a block it is not in.
     pub(crate) fn replace_available(&mut self, packet: Packet) {
+        assert!(!self.last_may_grow(), "replacing a node that may grow");
         assert!(
             packet.len() as u64 == self.available() && !packet.is_empty(),
             "replacement of {} accessible bytes by {}",
@@ -477,9 +737,7 @@ impl Consumer {
 impl Drop for Consumer {
     fn drop(&mut self) {
         // Release every published packet now, so blocks go home before the writer is done.
-        self.refresh();
-        let available = self.available();
-        self.consume(available);
+        self.close();
     }
 }
 

@@ -467,6 +467,11 @@ impl PipeReader {
         if pinned <= COMPACT_RATIO * available.max(MIN_COMPACT_BLOCK) {
             return;
         }
+        // The writer's parked block goes home first. If the writer holds it (it is writing), its
+        // next flush grows the last segment in that block: the bytes stay where they are.
+        if self.queue.release_parked_tail() {
+            return;
+        }
         // A failed rent (the allocator is out of memory) leaves the bytes where they are.
         let Ok(mut buf) = self.pool.rent(available) else {
             return;
@@ -477,7 +482,6 @@ impl PipeReader {
         }
         self.queue
             .replace_available(Packet::from(buf.freeze_untracked()));
-        self.queue.release_parked_tail();
         self.compactions += 1;
     }
 
@@ -933,9 +937,7 @@ impl PipeReader {
         self.state.waits.writer.wake();
         self.state.waits.reader_closed.wake();
         self.queue.release_parked_tail();
-        self.queue.refresh();
-        let available = self.queue.available();
-        self.queue.consume(available);
+        self.queue.close();
     }
 
     /// A handle that cancels pending reads and flushes from another thread or task.

@@ -642,12 +642,24 @@ impl PipeWriter {
         Ok(())
     }
 
-    /// Stage the write buffer's written bytes as a packet; drop the buffer once full.
+    /// Stage the write buffer's written bytes: as a packet, or, when the packet sealed last from
+    /// this buffer is still the queue's last, as growth of that packet (consecutive flushes into
+    /// one block read as one segment); drop the buffer once full.
     #[inline]
     fn seal_buf(&mut self) {
         let WriteBuf::Active(buf) = &mut self.buf else {
             return;
         };
+        if self.queue.last_growable() && !buf.is_empty() && buf.headroom() == 0 {
+            // The bytes start where the last packet ends (it was sealed from this buffer and
+            // nothing was pushed since): sealed in place, no packet, no reference counted.
+            let n = buf.seal_in_place();
+            self.queue.grow_last(n);
+            if bytes::BufMut::remaining_mut(buf) == 0 {
+                self.drop_buf();
+            }
+            return;
+        }
         if bytes::BufMut::remaining_mut(buf) == 0 {
             // Full: the buffer's own reference passes to the packet (no increment + decrement).
             buf.give_back_credits(std::mem::take(&mut self.seal_credits));
@@ -660,7 +672,7 @@ impl PipeWriter {
             }
         } else if !buf.is_empty() {
             let packet = buf.seal_with_credits(&mut self.seal_credits);
-            self.queue.push(packet.into());
+            self.queue.push_growable(packet.into());
         }
     }
 
@@ -668,6 +680,7 @@ impl PipeWriter {
     /// space `buffer_mut` handed out goes with it.
     #[inline]
     fn drop_buf(&mut self) {
+        self.queue.end_growth();
         if let WriteBuf::Active(buf) = &self.buf {
             buf.give_back_credits(std::mem::take(&mut self.seal_credits));
         }
@@ -740,6 +753,8 @@ impl PipeWriter {
             if let Some((writer, credits)) = self.queue.reclaim_tail(parked) {
                 self.buf = WriteBuf::Active(PacketBuf::from_writer(writer));
                 self.seal_credits = credits;
+            } else {
+                self.queue.forget_growth();
             }
         }
     }
