@@ -108,15 +108,28 @@ impl Drop for QueueShared {
 /// Create a queue; the producer end goes to the writer, the consumer end to the reader.
 pub(crate) fn queue() -> (Producer, Consumer) {
     let dummy = Node::alloc();
+    // Two nodes cached from the start, besides the dummy: a stream that the consumer reads to
+    // the end each time needs three (the consumer's dummy, the last node it keeps for growth,
+    // invariant 3, and the one the producer pushes when its block fills meanwhile), and the third
+    // is needed only when the threads' timing has it so. Allocated here, a steady stream never
+    // allocates one later, at a moment that depends on that timing.
+    let spare = Node::alloc();
+    let second = Node::alloc();
+    // SAFETY: the nodes are fresh, owned by this thread; the spares sit before the dummy, where
+    // the producer's cache is (invariant 1).
+    unsafe {
+        (*spare).next.store(second, Ordering::Relaxed);
+        (*second).next.store(dummy, Ordering::Relaxed);
+    }
     let shared = Arc::new(QueueShared {
         published: AtomicU64::new(0),
         consumer_pos: AtomicPtr::new(dummy),
-        oldest: AtomicPtr::new(dummy),
+        oldest: AtomicPtr::new(spare),
         parked_tail: ParkingSlot::default(),
     });
     let producer = Producer {
         shared: shared.clone(),
-        first: dummy,
+        first: spare,
         consumer_copy: dummy,
         last: dummy,
         last_published: dummy,
