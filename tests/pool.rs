@@ -416,7 +416,8 @@ fn sizes_of_every_class() -> Vec<usize> {
 /// (about 22 MiB at the default settings).
 #[test]
 fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
-    // Under Miri two caps (each return reads the statistics, which takes a while there).
+    // Under Miri two caps (each return and rent takes a while there; the statistics read after
+    // it is a small part).
     let caps: &[usize] = if cfg!(miri) {
         &[0, CAP_MAGAZINE * 2]
     } else {
@@ -428,8 +429,8 @@ fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
         let mut sizes = sizes_of_every_class();
         if cfg!(miri) {
             // One size per class there: the sizes below 64 B, a third of the list, all fall in
-            // the 64 B class, and each costs two magazines of returns, each return a read of the
-            // statistics; the size-to-class rounding is safe code the native run covers.
+            // the 64 B class, and each costs two magazines of rents and returns; the
+            // size-to-class rounding is safe code the native run covers.
             sizes.dedup_by_key(|n| pool.class_size_for(*n));
         }
         let (mut most, mut returned) = (0, 0);
