@@ -25,9 +25,15 @@
 #
 # The toolchain is pinned (miri is not built for every nightly; 2026-05-16 to -19 have none): the
 # script installs it with the miri and rust-src components when missing. Measured on the 2-core VM
-# (shared with other work), both models running at once: toolchain install 9 s, `cargo miri
-# setup` 20 s, build 40-50 s, tests 170-205 s; the whole step 205 s in a clean clone with the
-# toolchain already installed, so about 4 minutes from scratch.
+# (shared with two other builds, so inflated), Stacked Borrows, each test timed with the harness's
+# `-Z unstable-options --report-time`: toolchain install and `cargo miri setup` 13 s, build 38 s;
+# the other six binaries together 463 s (segments 88 s, fuzz_replay 84 s, miri_pipe 78 s,
+# pool_close 50 s, bounds 35 s, packet_refcount the rest); tests/pool.rs 680 s, 490 s of it in
+# the thread-cache cap test before that test was sized down for Miri, 523 s after at about twice
+# the machine's load (the cap test 152 s, the two cross-thread steady-state tests 177 s). Tree
+# Borrows takes 1.5-2x as long. The two models run at once, so the step takes about as long as
+# the slower one. The log lists every test with its time (the harness's --report-time), so each
+# run's breakdown is on record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,7 +71,8 @@ test_args=()
 for t in "${TESTS[@]}"; do
     test_args+=(--test "$t")
 done
-harness_args=(--test-threads=1)
+# Each test's time in the log (nightly harness option; the toolchain is a nightly).
+harness_args=(--test-threads=1 -Z unstable-options --report-time)
 for s in "${SKIP[@]}"; do
     read -r name _ <<<"$s"
     harness_args+=(--skip "$name")
@@ -102,7 +109,7 @@ for model in $models; do
         failed+=("$model")
     fi
     echo "=== miri, $model borrows: $status"
-    grep -E "^(test result|     Running|error)|FAILED|panicked|Undefined Behavior|leak" \
+    grep -E "^(test result|     Running|error)|^test .* <[0-9.]+s>$|FAILED|panicked|Undefined Behavior|leak" \
         "${logs[$model]}" | sed 's/^/    /'
     if [[ $status == FAILED ]]; then
         tail -n 80 "${logs[$model]}" | sed 's/^/    | /'
