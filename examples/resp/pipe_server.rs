@@ -262,11 +262,8 @@ impl Args for PipeBatch {
 
 impl Value for PacketChain {
     fn copy_from(bytes: &[u8]) -> PacketChain {
-        match Pool::global().copy_from_slice(bytes) {
-            Ok(packet) => PacketChain::from(Packet::from(packet)),
-            // Beyond what the pool can rent (not for the small values copied here).
-            Err(_) => PacketChain::from(Packet::from(bytes.to_vec())),
-        }
+        // Inline when it fits the packet value, else a block of the global pool.
+        PacketChain::from(Packet::copy_from_slice(bytes))
     }
 
     fn len(&self) -> usize {
