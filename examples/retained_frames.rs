@@ -175,9 +175,16 @@ fn main() {
             .args([kind, &size.to_string(), &frames.to_string()])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8(out.stdout).unwrap();
-        let v: Vec<f64> = text.split_whitespace().map(|f| f.parse().unwrap()).collect();
+        let v: Vec<f64> = text
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect();
         [v[0], v[1], v[2]]
     };
     println!("{frames} frames kept; bytes per frame (heap: slot + glibc chunks; RSS growth)");

@@ -27,7 +27,7 @@ use futures::Stream;
 use packetpipe::frame::{DecodeBuf, Decoded, Decoder, FrameError, Frames};
 use packetpipe::io::{ConnectionOptions, DuplexPipe};
 use packetpipe::pipe::{PipeOptions, PipeWriter, DEFAULT_COPY_THRESHOLD};
-use packetpipe::{Packet, PacketChain, Pool};
+use packetpipe::{Packet, PacketChain};
 use tokio::net::TcpStream;
 
 use super::command::Args;

@@ -171,8 +171,9 @@ impl Inline {
         // SAFETY: `start + len <= INLINE_CAPACITY` always holds: `new` and `from_chunks` start at
         // 0 with at most the capacity, and `narrowed` only ever shrinks the range within itself.
         unsafe {
-            self.data
-                .get_unchecked(usize::from(self.start)..usize::from(self.start) + usize::from(self.len))
+            self.data.get_unchecked(
+                usize::from(self.start)..usize::from(self.start) + usize::from(self.len),
+            )
         }
     }
 
