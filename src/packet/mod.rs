@@ -231,10 +231,12 @@ impl Packet {
         if data.len() <= Self::INLINE_CAPACITY {
             return Packet::inline(data);
         }
-        match crate::Pool::global().copy_from_slice(data) {
-            Ok(packet) => packet.into(),
-            Err(_) => Bytes::copy_from_slice(data).into(),
+        // Loom builds have no global pool (each model makes its own): a `Bytes` there.
+        #[cfg(not(packetpipe_loom))]
+        if let Ok(packet) = crate::Pool::global().copy_from_slice(data) {
+            return packet.into();
         }
+        Bytes::copy_from_slice(data).into()
     }
 
     /// An inline packet of `data` (`data.len() <= INLINE_CAPACITY`, checked by the caller).
