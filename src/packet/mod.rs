@@ -240,13 +240,37 @@ impl Packet {
     }
 
     /// An inline packet of `data` (`data.len() <= INLINE_CAPACITY`, checked by the caller).
-    // Out of line: `take_frame_after` is inlined into each decoder, and this copy there made the
-    // decode of a 64-byte (pooled) frame slower; a call is little next to a kept frame's block.
-    #[inline(never)]
+    #[inline]
     pub(crate) fn inline(data: &[u8]) -> Packet {
         debug_assert!(data.len() <= Self::INLINE_CAPACITY);
         Packet {
             repr: Repr::Inline(Inline::new(data)),
+        }
+    }
+
+    /// An inline packet of `bytes[start..start + len]` (`len <= INLINE_CAPACITY` and the range
+    /// within `bytes`, checked by the caller). When `bytes` holds a full capacity from `start`,
+    /// that is copied whole (a fixed-size copy, no length-dependent `memcpy`) and the packet
+    /// covers the first `len`; the rest is never read.
+    // Out of line: `take_frame_after` is inlined into each decoder, and this copy there made the
+    // decode of a 64-byte (pooled) frame slower; a call is little next to a pooled copy.
+    #[inline(never)]
+    pub(crate) fn inline_from(bytes: &[u8], start: usize, len: usize) -> Packet {
+        debug_assert!(len <= Self::INLINE_CAPACITY && start + len <= bytes.len());
+        let inline = match bytes.get(start..start + Self::INLINE_CAPACITY) {
+            Some(full) => {
+                let mut data = [0; Packet::INLINE_CAPACITY];
+                data.copy_from_slice(full);
+                Inline {
+                    start: 0,
+                    len: len as u8,
+                    data,
+                }
+            }
+            None => Inline::new(&bytes[start..start + len]),
+        };
+        Packet {
+            repr: Repr::Inline(inline),
         }
     }
 

@@ -705,7 +705,7 @@ impl PipeReader {
                 if n <= self.copy_threshold {
                     // A frame that fits the packet value is held there: no rent at all.
                     let frame = if n <= Packet::INLINE_CAPACITY {
-                        Packet::inline(&front[skip..total])
+                        Packet::inline_from(front, skip, n)
                     } else {
                         Packet::from(self.pool.copy_from_slice(&front[skip..total])?)
                     };
