@@ -29,10 +29,10 @@
 //!   `append_pooled` (clones of one pooled packet, so its count bounces between the cores),
 //!   `write`, and the baseline `tokio_mpsc_blocking` (`blocking_send`/`blocking_recv` of static
 //!   `Bytes` through a channel of `max(1, 64 KiB / n)` slots, the pipe's default pause threshold).
-//! - `take_frame/{64B,...,64KiB}`: `take_frame(n)` + drop of the frame, from 256 KiB pooled packets
-//!   (appended 16 times per batch, so the source stays in cache), on a pipe with `copy_threshold(0)`
-//!   (`share`: always zero-copy) or `copy_threshold(usize::MAX)` (`copy`: always into a fitted
-//!   pooled buffer). A size where `copy` became cheaper than `share` would be the time crossover
+//! - `take_frame/{16B,64B,...,64KiB}`: `take_frame(n)` + drop of the frame, from 256 KiB pooled
+//!   packets (appended 16 times per batch, so the source stays in cache), on a pipe with
+//!   `copy_threshold(0)` (`share`: always zero-copy) or `copy_threshold(usize::MAX)` (`copy`:
+//!   always into a fitted pooled buffer, or inline in the `Packet` at 16 B). A size where `copy` became cheaper than `share` would be the time crossover
 //!   for `DEFAULT_COPY_THRESHOLD`; BENCHMARKS.md has the measured curve.
 //!
 //! Copy speed on glibc 2.36 / AMD EPYC depends on `GLIBC_TUNABLES` (DESIGN §8): run `pipe_write` and
@@ -59,7 +59,8 @@ use packetpipe::{Packet, Pool};
 
 const SIZES: [(usize, &str); 3] = [(64, "64B"), (4 << 10, "4KiB"), (64 << 10, "64KiB")];
 
-const TAKE_SIZES: [(usize, &str); 8] = [
+const TAKE_SIZES: [(usize, &str); 9] = [
+    (16, "16B"),
     (64, "64B"),
     (256, "256B"),
     (1 << 10, "1KiB"),

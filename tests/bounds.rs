@@ -53,6 +53,7 @@ fn packets(pool: &Pool) -> Vec<(&'static str, Packet)> {
         ("Bytes::from_static", Packet::from(Bytes::from_static(DATA))),
         ("BytesMut::freeze", Packet::from(bytes_mut)),
         ("&'static [u8]", Packet::from(DATA)),
+        ("inline", Packet::copy_from_slice(DATA)),
     ]
 }
 

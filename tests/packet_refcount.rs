@@ -261,6 +261,7 @@ enum Op {
     FromVec(Vec<u8>),
     FromBytesMut(Vec<u8>),
     FromStatic(Index, Index),
+    PacketCopyFromSlice(Vec<u8>),
     Write(Index, Vec<u8>),
     Commit(Index, Index, u8),
     BufTruncate(Index, Index),
@@ -294,6 +295,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => bytes().prop_map(Op::FromVec),
         1 => bytes().prop_map(Op::FromBytesMut),
         1 => (i(), i()).prop_map(|(a, b)| Op::FromStatic(a, b)),
+        2 => prop::collection::vec(any::<u8>(), 0..=Packet::INLINE_CAPACITY)
+            .prop_map(Op::PacketCopyFromSlice),
         4 => (i(), bytes()).prop_map(|(i, d)| Op::Write(i, d)),
         2 => (i(), i(), any::<u8>()).prop_map(|(i, n, b)| Op::Commit(i, n, b)),
         1 => (i(), i()).prop_map(|(i, n)| Op::BufTruncate(i, n)),
@@ -487,6 +490,12 @@ impl Runner {
                 };
                 self.objs
                     .push(Runner::plain_packet(packet, STATIC[start..end].to_vec()));
+            }
+            Op::PacketCopyFromSlice(data) => {
+                // Inline: held in the value, no block of any pool.
+                let packet = Packet::copy_from_slice(&data);
+                assert!(packet.is_inline());
+                self.objs.push(Runner::plain_packet(packet, data));
             }
             Op::Write(i, data) => {
                 let Some(i) = self.pick(i, is_buf) else {

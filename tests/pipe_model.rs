@@ -58,6 +58,8 @@ enum Kind {
     Vec,
     /// `&'static [u8]`.
     Static,
+    /// `Packet::copy_from_slice` (inline up to its capacity, a global-pool block beyond).
+    Inline,
     /// `Packet::new()` (always empty, whatever the length says).
     Empty,
 }
@@ -184,6 +186,7 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::BytesStatic),
         Just(Kind::Vec),
         Just(Kind::Static),
+        Just(Kind::Inline),
         Just(Kind::Empty),
     ]
 }
@@ -335,6 +338,7 @@ const MUST_COVER: &[&str] = &[
     "try_read found nothing",
     "examined moved backwards",
     "frame copied",
+    "frame inline",
     "frame shared",
     "frame chain taken",
     "write discarded after reader completion",
@@ -1062,6 +1066,12 @@ impl Harness {
                 let s: &'static [u8] = &STATIC[off..off + len];
                 (s.to_vec(), s.into())
             }
+            Kind::Inline => {
+                let data = self.fresh_bytes(len);
+                let packet = Packet::copy_from_slice(&data);
+                assert_eq!(packet.is_inline(), len <= Packet::INLINE_CAPACITY);
+                (data, packet)
+            }
             Kind::Empty => (Vec::new(), Packet::new()),
         };
         let result = self.writer.as_mut().unwrap().append(packet);
@@ -1495,7 +1505,13 @@ impl Harness {
                 } else {
                     let frame = reader.take_frame(n).unwrap();
                     assert!(frame.as_slice() == bytes, "take_frame({n}) contents");
-                    if n > 0 && n <= self.m.copy_threshold {
+                    if n > 0 && n <= self.m.copy_threshold.min(Packet::INLINE_CAPACITY) {
+                        assert!(
+                            frame.is_inline(),
+                            "a frame of {n} bytes is copied into the packet value"
+                        );
+                        cover("frame inline");
+                    } else if n > 0 && n <= self.m.copy_threshold {
                         assert!(
                             frame.as_owned().is_some(),
                             "a frame of {n} bytes is copied into a pooled buffer"

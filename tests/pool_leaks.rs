@@ -86,15 +86,16 @@ fn the_last_seal_or_slice_is_reported_with_its_site() {
 #[test]
 fn frames_taken_from_a_pipe_are_reported_at_the_take() {
     let pool = tracked();
-    let options = PipeOptions::new().pool(pool.clone()).copy_threshold(16);
+    let options = PipeOptions::new().pool(pool.clone()).copy_threshold(64);
     let (mut writer, mut reader) = pipe_with(options);
-    writer.write_slice(b"small").unwrap();
+    writer.write_slice(&[5u8; 50]).unwrap();
     writer.write_slice(&[7u8; 100]).unwrap();
     writer.flush_blocking().unwrap();
     reader.read_blocking().unwrap();
-    // Copied out (at most the copy threshold): a block of its own, rented at the take.
+    // Copied out (at most the copy threshold, more than an inline packet holds): a block of its
+    // own, rented at the take.
     let copied_at = next_line();
-    let small = reader.take_frame(5).unwrap();
+    let small = reader.take_frame(50).unwrap();
     // Shared (above it): the writer's block, last taken here.
     let shared_at = next_line();
     let large = reader.take_frame(100).unwrap();
@@ -148,7 +149,9 @@ fn a_chain_taken_out_is_reported_at_the_take() {
 fn a_decoders_frames_are_reported_at_the_decoders_take() {
     let pool = tracked();
     let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
-    writer.write_slice(b"\0\0\0\x02hi").unwrap();
+    // A 40-byte payload: copied into a block (more than an inline packet holds).
+    writer.write_slice(b"\0\0\0\x28").unwrap();
+    writer.write_slice(&[b'x'; 40]).unwrap();
     writer.complete();
     let mut frames = Frames::new(reader, LengthDelimited::new());
     let frame = frames.next_blocking().unwrap().unwrap();

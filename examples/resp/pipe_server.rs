@@ -27,7 +27,7 @@ use futures::Stream;
 use packetpipe::frame::{DecodeBuf, Decoded, Decoder, FrameError, Frames};
 use packetpipe::io::{ConnectionOptions, DuplexPipe};
 use packetpipe::pipe::{PipeOptions, PipeWriter, DEFAULT_COPY_THRESHOLD};
-use packetpipe::{Packet, PacketChain, Pool};
+use packetpipe::{Packet, PacketChain};
 use tokio::net::TcpStream;
 
 use super::command::Args;
@@ -262,11 +262,8 @@ impl Args for PipeBatch {
 
 impl Value for PacketChain {
     fn copy_from(bytes: &[u8]) -> PacketChain {
-        match Pool::global().copy_from_slice(bytes) {
-            Ok(packet) => PacketChain::from(Packet::from(packet)),
-            // Beyond what the pool can rent (not for the small values copied here).
-            Err(_) => PacketChain::from(Packet::from(bytes.to_vec())),
-        }
+        // Inline when it fits the packet value, else a block of the global pool.
+        PacketChain::from(Packet::copy_from_slice(bytes))
     }
 
     fn len(&self) -> usize {

@@ -2,8 +2,9 @@
 //!
 //! - [`OwnedPacket`]: an immutable, reference-counted window into a pooled block.
 //! - [`PacketBuf`]: the unique writable handle to a pooled block; seals into `OwnedPacket`s.
-//! - [`Packet`]: the one type the pipe accepts and hands out, over pooled packets, [`Bytes`] and
-//!   static slices; slicing never allocates for any of them.
+//! - [`Packet`]: the one type the pipe accepts and hands out, over pooled packets, [`Bytes`],
+//!   static slices, and a few bytes held in the value itself; slicing never allocates for any of
+//!   them.
 //! - [`PacketChain`]: several packets read as one, with a cached total length.
 //!
 //! Bounds conventions: slicing and splitting (`slice`, `split_to`, `split_off`, `Buf::advance`)
@@ -86,12 +87,19 @@ use bytes::{Buf, Bytes};
 
 use crate::error::{check_range, Error};
 
-/// A packet of bytes with a cheap owner: pooled, [`Bytes`], or static.
+/// A packet of bytes with a cheap owner: pooled, [`Bytes`], static, or inline.
 ///
-/// Cloning and slicing never allocate and never copy the payload: a pooled packet takes one atomic
-/// increment, a `Bytes` one atomic increment, a static slice nothing. Converting a `Vec<u8>` or a
-/// `Bytes` into a `Packet` may allocate once (the shared header of `bytes`), so that every later
-/// clone or slice does not.
+/// Cloning and slicing never allocate and never copy a shared payload: a pooled packet takes one
+/// atomic increment, a `Bytes` one atomic increment, a static slice nothing. Converting a
+/// `Vec<u8>` or a `Bytes` into a `Packet` may allocate once (the shared header of `bytes`), so that
+/// every later clone or slice does not.
+///
+/// An *inline* packet holds up to [`INLINE_CAPACITY`](Self::INLINE_CAPACITY) bytes inside the
+/// value itself: no block, no allocation, no reference count. [`Packet::copy_from_slice`] and the
+/// pipe reader's frame taking ([`take_frame`](crate::pipe::PipeReader::take_frame), and so the
+/// frame codecs) make one for a copied frame that fits, so a small frame that is kept costs its
+/// `Packet` and nothing else. Its clones and slices copy those few bytes; every method behaves as
+/// for the other kinds.
 ///
 /// ```
 /// use packetpipe::Packet;
@@ -116,7 +124,73 @@ enum Repr {
     Owned(OwnedPacket),
     Bytes(Bytes),
     Static(&'static [u8]),
+    Inline(Inline),
 }
+
+/// Bytes held in the packet value: `data[start..start + len]`. Byte-sized fields only, so the
+/// variant packs right after the enum's tag, in the room the largest variant (a `Bytes`) leaves.
+#[derive(Clone, Copy)]
+struct Inline {
+    start: u8,
+    len: u8,
+    data: [u8; Packet::INLINE_CAPACITY],
+}
+
+impl Inline {
+    /// `bytes.len() <= INLINE_CAPACITY`, checked by the caller.
+    #[inline(always)]
+    fn new(bytes: &[u8]) -> Inline {
+        let mut data = [0; Packet::INLINE_CAPACITY];
+        data[..bytes.len()].copy_from_slice(bytes);
+        Inline {
+            start: 0,
+            len: bytes.len() as u8,
+            data,
+        }
+    }
+
+    /// The concatenation of `chunks` (their total at most `INLINE_CAPACITY`, checked by the
+    /// caller).
+    fn from_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Inline {
+        let mut data = [0; Packet::INLINE_CAPACITY];
+        let mut len = 0;
+        for chunk in chunks {
+            data[len..len + chunk.len()].copy_from_slice(chunk);
+            len += chunk.len();
+        }
+        Inline {
+            start: 0,
+            len: len as u8,
+            data,
+        }
+    }
+
+    #[inline(always)]
+    fn as_slice(&self) -> &[u8] {
+        debug_assert!(usize::from(self.start) + usize::from(self.len) <= Packet::INLINE_CAPACITY);
+        // SAFETY: `start + len <= INLINE_CAPACITY` always holds: `new` and `from_chunks` start at
+        // 0 with at most the capacity, and `narrowed` only ever shrinks the range within itself.
+        unsafe {
+            self.data.get_unchecked(
+                usize::from(self.start)..usize::from(self.start) + usize::from(self.len),
+            )
+        }
+    }
+
+    /// Narrow to `[start, end)` of the current bytes (`start <= end <= len`, checked by the
+    /// caller): a copy of the value, not of the bytes' place.
+    #[inline(always)]
+    fn narrowed(mut self, start: usize, end: usize) -> Inline {
+        debug_assert!(start <= end && end <= usize::from(self.len));
+        self.start += start as u8;
+        self.len = (end - start) as u8;
+        self
+    }
+}
+
+/// What an inline packet can hold: the largest variant's size (a `Bytes`), plus the room up to
+/// the enum's 8-byte alignment after its one-byte tag, less the tag and the two position bytes.
+const INLINE_BYTES: usize = std::mem::size_of::<Bytes>() + 8 - 3;
 
 impl Default for Packet {
     fn default() -> Packet {
@@ -125,6 +199,95 @@ impl Default for Packet {
 }
 
 impl Packet {
+    /// The most bytes an inline packet holds in the value itself (see [`Packet`]): frames up to
+    /// this size are kept without any allocation.
+    ///
+    /// ```
+    /// use packetpipe::Packet;
+    ///
+    /// let small = Packet::copy_from_slice(&[7; Packet::INLINE_CAPACITY]);
+    /// assert!(small.is_inline());
+    /// assert!(!Packet::copy_from_slice(&[7; Packet::INLINE_CAPACITY + 1]).is_inline());
+    /// ```
+    pub const INLINE_CAPACITY: usize = INLINE_BYTES;
+
+    /// A packet holding a copy of `data`, as `Bytes::copy_from_slice`: inline (in the value, no
+    /// allocation) when it fits [`INLINE_CAPACITY`](Self::INLINE_CAPACITY), else in a block of the
+    /// [global pool](crate::Pool::global) (or, should the pool fail to rent, a `Bytes`).
+    ///
+    /// ```
+    /// use packetpipe::Packet;
+    ///
+    /// let mut packet = Packet::copy_from_slice(b"hello, world");
+    /// let hello = packet.split_to(5);
+    /// assert_eq!(hello, &b"hello"[..]);
+    /// assert_eq!(packet.slice(2..), &b"world"[..]);
+    /// let long = Packet::copy_from_slice(&[1; 100]);
+    /// assert!(long.as_owned().is_some());
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn copy_from_slice(data: &[u8]) -> Packet {
+        if data.len() <= Self::INLINE_CAPACITY {
+            return Packet::inline(data);
+        }
+        // Loom builds have no global pool (each model makes its own): a `Bytes` there.
+        #[cfg(not(packetpipe_loom))]
+        if let Ok(packet) = crate::Pool::global().copy_from_slice(data) {
+            return packet.into();
+        }
+        Bytes::copy_from_slice(data).into()
+    }
+
+    /// An inline packet of `data` (`data.len() <= INLINE_CAPACITY`, checked by the caller).
+    #[inline]
+    pub(crate) fn inline(data: &[u8]) -> Packet {
+        debug_assert!(data.len() <= Self::INLINE_CAPACITY);
+        Packet {
+            repr: Repr::Inline(Inline::new(data)),
+        }
+    }
+
+    /// An inline packet of `bytes[start..start + len]` (`len <= INLINE_CAPACITY` and the range
+    /// within `bytes`, checked by the caller). When `bytes` holds a full capacity from `start`,
+    /// that is copied whole (a fixed-size copy, no length-dependent `memcpy`) and the packet
+    /// covers the first `len`; the rest is never read.
+    // Out of line: `take_frame_after` is inlined into each decoder, and this copy there made the
+    // decode of a 64-byte (pooled) frame slower; a call is little next to a pooled copy.
+    #[inline(never)]
+    pub(crate) fn inline_from(bytes: &[u8], start: usize, len: usize) -> Packet {
+        debug_assert!(len <= Self::INLINE_CAPACITY && start + len <= bytes.len());
+        let inline = match bytes.get(start..start + Self::INLINE_CAPACITY) {
+            Some(full) => {
+                let mut data = [0; Packet::INLINE_CAPACITY];
+                data.copy_from_slice(full);
+                Inline {
+                    start: 0,
+                    len: len as u8,
+                    data,
+                }
+            }
+            None => Inline::new(&bytes[start..start + len]),
+        };
+        Packet {
+            repr: Repr::Inline(inline),
+        }
+    }
+
+    /// An inline packet of the concatenated `chunks` (their total at most `INLINE_CAPACITY`,
+    /// checked by the caller).
+    pub(crate) fn inline_from_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Packet {
+        Packet {
+            repr: Repr::Inline(Inline::from_chunks(chunks)),
+        }
+    }
+
+    /// Whether the bytes are held inline, in the value itself (see [`Packet`]).
+    #[inline]
+    pub fn is_inline(&self) -> bool {
+        matches!(self.repr, Repr::Inline(_))
+    }
+
     /// An empty packet.
     pub const fn new() -> Packet {
         Packet {
@@ -142,7 +305,12 @@ impl Packet {
     /// Number of bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.as_slice().len()
+        match &self.repr {
+            Repr::Owned(p) => p.len(),
+            Repr::Bytes(b) => b.len(),
+            Repr::Static(s) => s.len(),
+            Repr::Inline(i) => usize::from(i.len),
+        }
     }
 
     /// Whether the packet holds no bytes.
@@ -158,6 +326,7 @@ impl Packet {
             Repr::Owned(p) => p.as_slice(),
             Repr::Bytes(b) => b,
             Repr::Static(s) => s,
+            Repr::Inline(i) => i.as_slice(),
         }
     }
 
@@ -200,6 +369,7 @@ impl Packet {
             Repr::Owned(p) => Repr::Owned(p.slice(range)),
             Repr::Bytes(b) => Repr::Bytes(b.slice(range)),
             Repr::Static(s) => Repr::Static(&s[range]),
+            Repr::Inline(i) => Repr::Inline(i.narrowed(range.start, range.end)),
         };
         Ok(Packet { repr })
     }
@@ -224,6 +394,12 @@ impl Packet {
                 *s = tail;
                 Repr::Static(head)
             }
+            Repr::Inline(i) => {
+                let len = usize::from(i.len);
+                let head = i.narrowed(0, at);
+                *i = i.narrowed(at, len);
+                Repr::Inline(head)
+            }
         };
         Ok(Packet { repr })
     }
@@ -246,6 +422,12 @@ impl Packet {
                 let (head, tail) = s.split_at(at);
                 *s = head;
                 Repr::Static(tail)
+            }
+            Repr::Inline(i) => {
+                let len = usize::from(i.len);
+                let tail = i.narrowed(at, len);
+                *i = i.narrowed(0, at);
+                Repr::Inline(tail)
             }
         };
         Ok(Packet { repr })
@@ -290,6 +472,7 @@ impl Packet {
             Repr::Owned(p) => p.skip_front(n),
             Repr::Bytes(b) => b.advance(n),
             Repr::Static(s) => *s = &s[n..],
+            Repr::Inline(i) => *i = i.narrowed(n, usize::from(i.len)),
         }
     }
 
@@ -328,16 +511,19 @@ impl Packet {
             Repr::Owned(p) => p.truncate(len),
             Repr::Bytes(b) => b.truncate(len),
             Repr::Static(s) => *s = &s[..len.min(s.len())],
+            Repr::Inline(i) => *i = i.narrowed(0, len.min(usize::from(i.len))),
         }
     }
 
-    /// Convert into [`Bytes`] without copying the payload (a pooled packet costs one small box,
-    /// see [`OwnedPacket::into_bytes`]).
+    /// Convert into [`Bytes`] without copying a shared payload (a pooled packet costs one small
+    /// box, see [`OwnedPacket::into_bytes`]; an inline packet's few bytes are copied into the
+    /// `Bytes`, as `Bytes::copy_from_slice`).
     pub fn into_bytes(self) -> Bytes {
         match self.repr {
             Repr::Owned(p) => p.into_bytes(),
             Repr::Bytes(b) => b,
             Repr::Static(s) => Bytes::from_static(s),
+            Repr::Inline(i) => Bytes::copy_from_slice(i.as_slice()),
         }
     }
 }
@@ -449,6 +635,7 @@ impl Buf for Packet {
             Repr::Owned(p) => p.advance(cnt),
             Repr::Bytes(b) => b.advance(cnt),
             Repr::Static(s) => *s = &s[cnt..],
+            Repr::Inline(i) => *i = i.narrowed(cnt, len),
         }
     }
 

@@ -651,7 +651,8 @@ impl PipeReader {
     /// Take the first `n` bytes of the last read buffer out as a packet that outlives the pipe.
     ///
     /// Frames of at most the copy threshold are copied into a fitted pooled buffer, so a small frame
-    /// never pins a large block; larger frames are shared without copying when they lie in one
+    /// never pins a large block (one of at most [`Packet::INLINE_CAPACITY`] bytes into the packet
+    /// value itself, with no rent); larger frames are shared without copying when they lie in one
     /// segment, or in segments that follow each other in one block (a pump's consecutive reads
     /// into the same block, a writer's flushes); a large frame spanning separate blocks is copied
     /// once (use [`take_frame_chain`](Self::take_frame_chain) to share it as a chain instead). The buffer of
@@ -706,9 +707,14 @@ impl PipeReader {
             // The common case, the frame in the first segment: copy or share it from there.
             Some(front) if n > 0 => {
                 if n <= self.copy_threshold {
-                    let frame = self.pool.copy_from_slice(&front[skip..total])?;
+                    // A frame that fits the packet value is held there: no rent at all.
+                    let frame = if n <= Packet::INLINE_CAPACITY {
+                        Packet::inline_from(front, skip, n)
+                    } else {
+                        Packet::from(self.pool.copy_from_slice(&front[skip..total])?)
+                    };
                     self.queue.consume_in_front(total as u64);
-                    Packet::from(frame)
+                    frame
                 } else if front.len() > total {
                     // Shared out of the middle of the segment: one reference more on its block,
                     // the segment advanced in place (no split of the queue's packet, no loop).
@@ -757,6 +763,11 @@ impl PipeReader {
                     .unwrap_or_else(|_| unreachable!("in_one_block checked every segment"))
             });
             frame.note_use(BlockUse::Taken, Location::caller());
+            Ok(frame)
+        } else if n <= Packet::INLINE_CAPACITY && (n <= self.copy_threshold || spans_segments) {
+            self.queue.consume(skip as u64);
+            let frame = Packet::inline_from_chunks(ReadBuffer::new(&self.queue, n).chunks());
+            self.queue.consume(n as u64);
             Ok(frame)
         } else if n <= self.copy_threshold || spans_segments {
             let mut buf = self.pool.rent(n)?;

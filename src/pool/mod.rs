@@ -569,11 +569,11 @@ impl PoolBuilder {
     /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
     /// let (mut writer, mut reader) =
     ///     packetpipe::pipe::pipe_with(packetpipe::pipe::PipeOptions::new().pool(pool.clone()));
-    /// writer.write_slice(b"frame!")?;
+    /// writer.write_slice(&[1; 64])?;
     /// writer.flush_blocking()?;
     /// reader.read_blocking()?;
     /// let take_line = line!() + 1;
-    /// let frame = reader.take_frame(5)?; // copied into a block of its own
+    /// let frame = reader.take_frame(48)?; // copied into a block of its own (too long to be inline)
     /// std::mem::forget(frame);
     /// drop((writer, reader));
     ///
