@@ -445,7 +445,7 @@ impl Consumer {
             let next = published_link(unsafe { (*node).next.load(Ordering::Acquire) });
             if node != self.dummy && self.front_is(node) && self.front_len() == 0 {
                 // The last node, consumed and kept for growth, is done growing: move past it.
-                self.pop_front().release_into(&mut ReleaseBatch::default());
+                drop(self.pop_front());
             }
             self.last = next;
             self.last_grown = 0;
@@ -456,7 +456,7 @@ impl Consumer {
             new -= len;
             if self.closed {
                 // Dropped as it comes (see `close`).
-                self.pop_front().release_into(&mut ReleaseBatch::default());
+                drop(self.pop_front());
                 self.consumed += len;
             }
         }
@@ -529,7 +529,7 @@ impl Consumer {
         if !may_grow && self.available() == 0 && self.last != self.dummy {
             // Consumed and kept for growth that will not come: its (empty) window goes.
             debug_assert!(self.front_is(self.last) && self.front_len() == 0);
-            self.pop_front().release_into(&mut ReleaseBatch::default());
+            drop(self.pop_front());
         }
         may_grow
     }
@@ -547,7 +547,7 @@ impl Consumer {
         if self.last != self.dummy {
             // Consumed, kept for growth (`consume` moved past every other node).
             debug_assert!(self.front_is(self.last) && self.front_len() == 0);
-            self.pop_front().release_into(&mut ReleaseBatch::default());
+            drop(self.pop_front());
         }
     }
 
