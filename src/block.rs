@@ -925,19 +925,7 @@ impl ParkingSlot {
     /// never used).
     #[inline]
     pub(crate) fn reclaim(&self, parked: ParkedWriter) -> Option<(Writer, usize)> {
-        #[cfg(not(packetpipe_mutant = "racy_reclaim"))]
         let taken = self.block.swap(ptr::null_mut(), Ordering::AcqRel);
-        // MUTANT racy_reclaim (test-only, `--cfg packetpipe_mutant="racy_reclaim"`): check, then
-        // take, in two steps; a reader releasing in between leaves both sides owning the reference
-        // (the block goes home while the writer still writes into it).
-        #[cfg(packetpipe_mutant = "racy_reclaim")]
-        let taken = {
-            let seen = self.block.load(Ordering::Acquire);
-            if !seen.is_null() {
-                self.block.store(ptr::null_mut(), Ordering::Release);
-            }
-            seen
-        };
         if taken.is_null() {
             return None;
         }

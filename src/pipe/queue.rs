@@ -281,14 +281,6 @@ impl Producer {
     #[inline]
     pub(crate) fn publish(&mut self, flags: u64) -> u64 {
         debug_assert_eq!(flags & COUNT_MASK, 0, "flags must use only the flag bits");
-        // MUTANT done_before_data (test-only, `--cfg packetpipe_mutant="done_before_data"`): the
-        // end flags go out in an add of their own before the staged bytes, so a reader can see
-        // "writer done" while the last bytes are still missing (the bug piper had).
-        #[cfg(packetpipe_mutant = "done_before_data")]
-        if flags != 0 && self.staged_bytes != 0 {
-            self.shared.published.fetch_add(flags, Ordering::SeqCst);
-            return self.publish(0);
-        }
         let add = self.staged_bytes | flags;
         self.staged_bytes = 0;
         self.last_published = self.last;
@@ -340,16 +332,11 @@ impl Drop for Producer {
 }
 
 /// Ordering of the publishing add: SeqCst (Release for the data, SeqCst for `pipe::wait`).
-#[cfg(not(packetpipe_mutant = "relaxed_publish"))]
 const PUBLISH_ORDERING: Ordering = Ordering::SeqCst;
-/// MUTANT relaxed_publish (test-only, `--cfg packetpipe_mutant="relaxed_publish"`): a Relaxed
-/// publish no longer orders the links to the new nodes before the count the consumer acts on.
-#[cfg(packetpipe_mutant = "relaxed_publish")]
-const PUBLISH_ORDERING: Ordering = Ordering::Relaxed;
 
 /// A link the consumer follows because published bytes cover the node it leads to, so it is never
 /// null. Checked in debug and loom builds: a model whose publication fails to order the link before
-/// the count (see the `relaxed_publish` mutant) then fails with this panic, not a null dereference.
+/// the count (the `relaxed_publish` mutant in loom-tests/mutants/) then fails with this panic, not a null dereference.
 fn published_link(next: *mut Node) -> *mut Node {
     #[cfg(any(debug_assertions, packetpipe_loom))]
     assert!(
@@ -487,17 +474,10 @@ impl Consumer {
         // SAFETY: `last` is published or the dummy: not reused, and both fields are atomics.
         let (next, grown) = unsafe { (&(*node).next, &(*node).grown) };
         if !self.last_final {
-            // MUTANT grown_before_link (test-only, `--cfg packetpipe_mutant="grown_before_link"`):
-            // the count is loaded before the link, so growth stored just before a node was linked
-            // after this one is missed, and the node is moved past with bytes still to come.
-            #[cfg(packetpipe_mutant = "grown_before_link")]
-            let early = grown.load(Ordering::Acquire);
             // The link first: a node linked after this one means its count is final, and the
             // Acquire load of the link makes that final count visible to the load below.
             let linked = !next.load(Ordering::Acquire).is_null();
             let count = grown.load(Ordering::Acquire);
-            #[cfg(packetpipe_mutant = "grown_before_link")]
-            let count = early;
             if !linked && count & GROWN_FINAL == 0 {
                 return true;
             }
@@ -643,11 +623,6 @@ impl Consumer {
     /// Whether the first node, consumed entirely, must stay (the last node, which may grow).
     #[inline]
     fn keep_front(&mut self, front_len: u64) -> bool {
-        // MUTANT pop_growing_last (test-only, `--cfg packetpipe_mutant="pop_growing_last"`): the
-        // last node is moved past once consumed although it may grow; its growth is then lost.
-        if cfg!(packetpipe_mutant = "pop_growing_last") {
-            return false;
-        }
         front_len == self.available() && self.last_may_grow()
     }
 

@@ -336,13 +336,6 @@ impl PipeWriter {
             }
             // Announce the wait, then check again: the reader may have advanced in between.
             self.state.waits.writer.register(cx.waker());
-            // MUTANT no_recheck_flush (test-only, `--cfg packetpipe_mutant="no_recheck_flush"`):
-            // pause right after registering, without checking again; an advance in between that
-            // brought the reader below the resume threshold is never seen.
-            if cfg!(packetpipe_mutant = "no_recheck_flush") {
-                self.paused = true;
-                return Poll::Pending;
-            }
             registered = true;
             self.paused = true;
         }
