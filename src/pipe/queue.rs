@@ -47,8 +47,7 @@
 
 use std::ptr;
 
-use crate::block::{ParkedWriter, ParkingSlot, ReleaseBatch, Writer};
-use crate::packet::Packet;
+use crate::packet::{BufSlot, Packet, PacketBuf, ParkedBuf, ReleaseBatch};
 use crate::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Arc, UnsafeCell};
 
@@ -87,9 +86,9 @@ struct QueueShared {
     consumer_pos: AtomicPtr<Node>,
     /// The oldest node, recorded by the producer when it goes, for the final free.
     oldest: AtomicPtr<Node>,
-    /// The producer's write buffer between publications (see `block::ParkingSlot`): next to
+    /// The producer's write buffer between publications (see `packet::BufSlot`): next to
     /// `published`, which the consumer loads anyway, since the producer writes both per flush.
-    parked_tail: ParkingSlot,
+    parked_tail: BufSlot,
 }
 
 impl Drop for QueueShared {
@@ -125,7 +124,7 @@ pub(crate) fn queue() -> (Producer, Consumer) {
         published: AtomicU64::new(0),
         consumer_pos: AtomicPtr::new(dummy),
         oldest: AtomicPtr::new(spare),
-        parked_tail: ParkingSlot::default(),
+        parked_tail: BufSlot::default(),
     });
     let producer = Producer {
         shared: shared.clone(),
@@ -293,13 +292,13 @@ impl Producer {
     /// Park the write buffer's reference (call before `publish`, so a consumer that sees the
     /// published bytes sees the parked buffer too).
     #[inline]
-    pub(crate) fn park_tail(&mut self, writer: Writer, credits: usize) -> ParkedWriter {
-        self.shared.parked_tail.park(writer, credits)
+    pub(crate) fn park_tail(&mut self, buf: PacketBuf, credits: usize) -> ParkedBuf {
+        self.shared.parked_tail.park(buf, credits)
     }
 
     /// Take the parked write buffer back, unless the consumer released it.
     #[inline]
-    pub(crate) fn reclaim_tail(&mut self, parked: ParkedWriter) -> Option<(Writer, usize)> {
+    pub(crate) fn reclaim_tail(&mut self, parked: ParkedBuf) -> Option<(PacketBuf, usize)> {
         self.shared.parked_tail.reclaim(parked)
     }
 

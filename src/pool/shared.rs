@@ -3,7 +3,7 @@
 
 use super::leaks::LeakTable;
 use super::stats::{bump_shared, PoolStats, Slot, StatsSlot, ThreadSlot};
-use crate::block::{FreeBlock, FreeStack};
+use super::{FreeBlock, FreeStack};
 use std::time::{Duration, Instant};
 
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
