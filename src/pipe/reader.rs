@@ -152,6 +152,13 @@ pub struct PipeReader {
 }
 
 impl PipeReader {
+    /// Frames of at most this many bytes are copied when taken ([`take_frame`](Self::take_frame)),
+    /// larger ones shared (set with [`PipeOptions::copy_threshold`](super::PipeOptions::copy_threshold)).
+    #[inline]
+    pub(crate) fn copy_threshold(&self) -> usize {
+        self.copy_threshold
+    }
+
     pub(crate) fn new(
         queue: Consumer,
         state: Arc<PipeState>,
