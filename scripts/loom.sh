@@ -5,72 +5,135 @@
 #   LOOM_MAX_PREEMPTIONS=3 scripts/loom.sh   # a deeper search (much slower)
 #   scripts/loom.sh --include-ignored        # extra arguments go to the suite's test harness
 #   LOOM_SKIP_MUTANTS=1 scripts/loom.sh      # the suite only
+#   LOOM_SKIP_SUITE=1 LOOM_MUTANTS="no_recheck racy_reclaim" scripts/loom.sh   # those mutants only
 #
+# 0. Every mutant patch (loom-tests/mutants/<name>.patch) must apply cleanly to the sources as they
+#    are (checked first, for all of them, whatever else is skipped): a patch that no longer applies
+#    fails the script, since the bug it describes would otherwise go unchecked.
 # 1. The suite: every model in loom-tests/tests/, built with RUSTFLAGS="--cfg packetpipe_loom" (the
 #    crate-specific cfg that swaps std's primitives for loom's in src/sync.rs) in the `loom` cargo
 #    profile: release for the library and the models, unoptimized dependencies (see Cargo.toml).
-# 2. The mutants: each build adds --cfg packetpipe_mutant="<name>", which puts one realistic bug
-#    back into the library (see the `MUTANT` comments in src/), and runs that mutant's
-#    `#[should_panic]` test; the script fails unless that test exists and passes, i.e. unless the
-#    model catches the bug.
+# 2. The mutants: each patch puts one realistic bug back into the library. It is applied to a
+#    fresh scratch copy of the repository's files (target/loom/mutants/src/), which is built with
+#    `--cfg packetpipe_mutant` (this compiles the models' `mutant_*` tests, and leaves out the
+#    suite's), and the patch's model (its `Model:` line) runs its `mutant_<name>` test: a
+#    `#[should_panic]` test, so the script fails unless that test exists and passes, i.e. unless
+#    the model catches the bug. Every `mutant_*` test in loom-tests/tests/ must have its patch.
 #
-# Every build has its own target directory under target/loom/ (RUSTFLAGS differ, so a shared one
-# would rebuild everything each time); later runs reuse them. LOOM_TARGET_ROOT overrides the root.
+# The suite and the mutants have a target directory each under target/loom/ (RUSTFLAGS differ, so
+# one shared by both would rebuild everything each time); the mutants share theirs, so loom and its
+# dependencies are built once for all of them, and each mutant rebuilds only the library and its
+# model. That rebuild is what makes a mutant's build its own: cargo names a workspace package's
+# artifacts by its path relative to the workspace, so every scratch copy writes the same ones, and
+# only the copy's files being newer than them (a fresh copy each time) makes cargo rebuild them.
+# LOOM_TARGET_ROOT overrides the root.
 # From scratch the script takes about 2 minutes on 2 idle cores (6 on busy ones), mostly compiling;
 # the models themselves run in seconds at LOOM_MAX_PREEMPTIONS=2, about a minute at 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo="$PWD"
 
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 root="${LOOM_TARGET_ROOT:-target/loom}"
+mkdir -p "$root"
+root="$(cd "$root" && pwd)"
+patches="$repo/loom-tests/mutants"
 
-# mutant name -> the model file whose `mutant_<name>` test must catch it
-mutants=(
-    "relaxed_publish publish_read"
-    "no_recheck publish_read"
-    "done_before_data close_vs_data"
-    "no_recheck_flush backpressure"
-    "cancel_no_wake cancel"
-    "racy_reclaim parked_tail"
-    "stale_waker dropped_futures"
-    "short_read_at_least read_at_least_end"
-    "take_frame_no_wake take_frame_cycles"
-    "stale_no_wake take_frame_cycles"
-    "join_no_recheck join"
-    "join_wake_no_forward join"
-    "close_check_unlocked pool_close"
-    "done_flag_first reader_completed"
-    "pop_growing_last grow_last"
-    "grown_before_link grow_last"
-)
+# The files a scratch copy holds: those git tracks, and the untracked ones it does not ignore (a
+# new source file not yet added), as they are in the working tree.
+source_files() {
+    git -C "$repo" ls-files -z --cached --others --exclude-standard
+}
+
+# Fill directory $1 with the working tree's files, then apply patch $2 there. `git apply` is run
+# with the scratch's parent as a ceiling: inside the repository's own tree (target/ is in it) it
+# would otherwise find the repository and silently skip every path outside the current directory.
+stage() {
+    local dir="$1" patch="$2"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    source_files | (cd "$repo" && xargs -0 cp --parents -t "$dir")
+    GIT_CEILING_DIRECTORIES="$(dirname "$dir")" git -C "$dir" apply --whitespace=nowarn "$patch"
+}
+
+model_of() { # patch -> the model file name its `Model:` line names
+    sed -n 's|^Model: loom-tests/tests/\([a-z0-9_]*\)\.rs, test mutant_.*$|\1|p' "$1" | head -n 1
+}
 
 start=$SECONDS
-echo "=== loom suite (profile loom, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"
-RUSTFLAGS="--cfg packetpipe_loom" CARGO_TARGET_DIR="$root/suite" \
-    cargo test --profile loom -p packetpipe-loom-tests -- "$@"
-echo "=== loom suite passed in $((SECONDS - start)) s"
+
+echo "=== mutant patches apply (loom-tests/mutants/)"
+all=()
+for patch in "$patches"/*.patch; do
+    all+=("$(basename "$patch" .patch)")
+done
+broken=()
+for name in "${all[@]}"; do
+    patch="$patches/$name.patch"
+    model="$(model_of "$patch")"
+    if [[ -z "$model" || ! -f "$repo/loom-tests/tests/$model.rs" ]]; then
+        echo "    $name: no 'Model: loom-tests/tests/<model>.rs, test mutant_$name' line naming a model file"
+        broken+=("$name")
+    elif ! grep -q "^fn mutant_$name()" "$repo/loom-tests/tests/$model.rs"; then
+        echo "    $name: loom-tests/tests/$model.rs has no test mutant_$name"
+        broken+=("$name")
+    elif ! out="$(stage "$root/apply-check" "$patch" 2>&1)"; then
+        echo "    $name: DOES NOT APPLY to the current sources; git apply says:"
+        printf '%s\n' "$out" | sed 's/^/    | /'
+        broken+=("$name")
+    fi
+done
+rm -rf "$root/apply-check"
+# Every mutant test has its patch.
+while IFS= read -r test; do
+    if [[ ! -f "$patches/${test#mutant_}.patch" ]]; then
+        echo "    $test: a mutant test without loom-tests/mutants/${test#mutant_}.patch"
+        broken+=("$test")
+    fi
+done < <(sed -n 's/^fn \(mutant_[a-z0-9_]*\)().*/\1/p' "$repo"/loom-tests/tests/*.rs)
+if ((${#broken[@]})); then
+    echo "mutant patches broken: ${broken[*]}"
+    exit 1
+fi
+echo "    all ${#all[@]} apply"
+
+if [[ -z "${LOOM_SKIP_SUITE:-}" ]]; then
+    echo "=== loom suite (profile loom, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"
+    RUSTFLAGS="--cfg packetpipe_loom" CARGO_TARGET_DIR="$root/suite" \
+        cargo test --profile loom -p packetpipe-loom-tests -- "$@"
+    echo "=== loom suite passed in $((SECONDS - start)) s"
+fi
 
 if [[ -n "${LOOM_SKIP_MUTANTS:-}" ]]; then
     exit 0
 fi
 
+selected=("${all[@]}")
+if [[ -n "${LOOM_MUTANTS:-}" ]]; then
+    read -r -a selected <<<"$LOOM_MUTANTS"
+fi
 failed=()
-for entry in "${mutants[@]}"; do
-    read -r name file <<<"$entry"
+for name in "${selected[@]}"; do
+    patch="$patches/$name.patch"
+    if [[ ! -f "$patch" ]]; then
+        echo "=== mutant $name: no loom-tests/mutants/$name.patch"
+        failed+=("$name")
+        continue
+    fi
+    model="$(model_of "$patch")"
     t0=$SECONDS
-    echo "=== mutant $name (expect loom-tests/tests/$file.rs::mutant_$name to catch it)"
+    echo "=== mutant $name (expect loom-tests/tests/$model.rs::mutant_$name to catch it)"
+    scratch="$root/mutants/src"
+    stage "$scratch" "$patch"
     log="$(mktemp)"
-    # The bare `packetpipe_mutant` too: the models' `#[cfg(not(packetpipe_mutant))]` tests only
-    # the name, which `packetpipe_mutant="..."` alone does not set, so without it every mutant
-    # build would also build the suite's models (kept from running only by `--exact`).
-    if RUSTFLAGS="--cfg packetpipe_loom --cfg packetpipe_mutant --cfg packetpipe_mutant=\"$name\"" \
-        CARGO_TARGET_DIR="$root/mutant-$name" \
-        cargo test --profile loom -p packetpipe-loom-tests --test "$file" -- --exact "mutant_$name" \
+    if (cd "$scratch" && RUSTFLAGS="--cfg packetpipe_loom --cfg packetpipe_mutant" \
+        CARGO_TARGET_DIR="$root/mutants/target" \
+        cargo test --profile loom -p packetpipe-loom-tests --test "$model" -- --exact "mutant_$name") \
         >"$log" 2>&1 && grep -q "^test mutant_$name - should panic ... ok$" "$log"; then
         echo "    caught ($((SECONDS - t0)) s)"
     else
-        echo "    NOT CAUGHT: the model passed with the bug in, or the test is missing; log:"
+        echo "    NOT CAUGHT: the model passed with the bug in, or the build failed; log:"
         sed 's/^/    | /' "$log" | tail -n 60
         failed+=("$name")
     fi
@@ -82,4 +145,4 @@ if ((${#failed[@]})); then
     echo "mutants not caught: ${failed[*]}"
     exit 1
 fi
-echo "all ${#mutants[@]} mutants caught"
+echo "all ${#selected[@]} mutants caught"

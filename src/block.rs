@@ -10,8 +10,10 @@
 //! - [`ReleaseBatch`]: drops a run of windows of one block with one decrement.
 //! - [`ParkingSlot`]: where a writer parks its block's reference between writes, so the other side
 //!   can give the block back when it goes idle ([`ParkedWriter`] is what the writer keeps).
-//! - [`Shelf`]: where a thread keeps its hot pool cache, so the pool's fast rent and return reach it
-//!   without a `RefCell` borrow flag (the pool logic around it is in `pool::thread_cache`).
+//!
+//! Every type is generic over the block's *home* ([`Recycle`]): where a block goes when its last
+//! reference drops. The pool implements it; this module names nothing of the pool, and since the
+//! crate has one home type every call to it is static.
 //!
 //! Invariants the `SAFETY` comments rely on:
 //!
@@ -29,16 +31,29 @@
 //! 5. A non-null `ParkingSlot` owns a parked writer's counted reference and its credits (the
 //!    pointer's low bits); exactly one of `reclaim` and `release` takes them out, decided by an
 //!    atomic swap.
-//! 6. A `Shelf`'s cache is reached only inside the shelf's own methods, none of which calls code
-//!    that could reach the same shelf; its key is `EMPTY` exactly when it holds no cache.
 
 use std::alloc::Layout;
 use std::ptr::{self, NonNull};
 
 use crate::error::Error;
-use crate::pool::{bump_class, class_slot, PoolShared, ThreadCache};
 use crate::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::Arc;
+
+/// A block's home: it takes the block back when the last reference drops, and is told of the
+/// block's allocation and freeing (the pool's shared state, `pool::PoolShared`). Each block holds
+/// an `Arc` of its home for its whole life, so the home outlives every block of it.
+pub(crate) trait Recycle: Sized + Send + Sync + 'static {
+    /// Take back `block`, whose last reference was just dropped (it is stored with `refs == 1`,
+    /// invariant 2). The one call a drop makes.
+    fn recycle(block: FreeBlock<Self>);
+    /// Blocks whose layout (header included) is at least this many bytes are mapped on their own
+    /// (`system`).
+    fn map_from(&self) -> usize;
+    /// A block of `capacity` payload bytes was allocated for this home.
+    fn note_allocated(&self, capacity: usize);
+    /// A block of `capacity` payload bytes of this home goes back to the system.
+    fn note_freed(&self, capacity: usize);
+}
 
 /// Class number of blocks allocated outside the size classes: freed on last drop, never pooled.
 pub(crate) const UNPOOLED: u8 = u8::MAX;
@@ -46,25 +61,27 @@ pub(crate) const UNPOOLED: u8 = u8::MAX;
 /// Alignment of the payload (and of the allocation).
 const ALIGN: usize = 16;
 
-struct Header {
+struct Header<H> {
     refs: AtomicUsize,
-    /// The pool the block returns to. The block holds this strong reference for its whole life,
-    /// so the pool's shared state outlives every block, even after the last `Pool` handle drops.
+    /// The home (pool) the block returns to. The block holds this strong reference for its whole
+    /// life, so the pool's shared state outlives every block, even after the last `Pool` handle
+    /// drops.
     /// Every block has one (unpooled blocks too), so the return path compares it with its hot
     /// cache's pool without a null test.
-    pool: Arc<PoolShared>,
+    pool: Arc<H>,
     capacity: usize,
     class: u8,
     /// Link to the next block of a `FreeStack` (invariant 4).
-    next: *mut Header,
+    next: *mut Header<H>,
     /// Debug and loom builds: the block is free (returned and not rented since). A second return
     /// of a free block (a reference counted twice) panics instead of corrupting a free list.
     #[cfg(any(debug_assertions, packetpipe_loom))]
     free: crate::sync::atomic::AtomicBool,
 }
 
-/// Header size rounded up so the payload starts aligned.
-const HEADER_SIZE: usize = (std::mem::size_of::<Header>() + ALIGN - 1) & !(ALIGN - 1);
+/// Header size rounded up so the payload starts aligned. The same for every home: the header holds
+/// the home behind an `Arc`, one pointer whatever it points to.
+const HEADER_SIZE: usize = (std::mem::size_of::<Header<()>>() + ALIGN - 1) & !(ALIGN - 1);
 
 /// The largest payload a block can have: `Layout` caps an allocation at `isize::MAX` bytes.
 pub(crate) const MAX_CAPACITY: usize = isize::MAX as usize - HEADER_SIZE - (ALIGN - 1);
@@ -76,29 +93,30 @@ fn layout(capacity: usize) -> Layout {
 
 /// Payload start of a block.
 #[inline]
-fn payload(block: NonNull<Header>) -> *mut u8 {
+fn payload<H: Recycle>(block: NonNull<Header<H>>) -> *mut u8 {
     // SAFETY: the allocation is HEADER_SIZE + capacity bytes, so HEADER_SIZE is in bounds.
     unsafe { block.as_ptr().cast::<u8>().add(HEADER_SIZE) }
 }
 
 #[inline]
-fn header<'a>(block: NonNull<Header>) -> &'a Header {
+fn header<'a, H>(block: NonNull<Header<H>>) -> &'a Header<H> {
     // SAFETY: callers hold a counted reference or own the block, so the header is live; the only
     // field ever mutated through a raw pointer (`next`) is not touched while such a handle exists.
     unsafe { block.as_ref() }
 }
 
 /// Drop one counted reference; the last one hands the block back to its pool. Inlined into each
-/// drop site, so the only call left is the one to `pool::recycle` (out of line).
+/// drop site, so the only call left is the one to the home's [`Recycle::recycle`] (the pool's is
+/// out of line).
 #[inline(always)]
-fn release(block: NonNull<Header>) {
+fn release<H: Recycle>(block: NonNull<Header<H>>) {
     release_n(block, 1);
 }
 
 /// Drop `n` counted references held together (a writer's own and its credits); the last hands
 /// the block back to its pool.
 #[inline(always)]
-fn release_n(block: NonNull<Header>, n: usize) {
+fn release_n<H: Recycle>(block: NonNull<Header<H>>, n: usize) {
     let refs = &header(block).refs;
     // Fast path for the sole holder: when every reference is the caller's there is no one to race,
     // so skip the read-modify-write and leave `refs == 1` for the next renter (invariant 2). The
@@ -119,17 +137,17 @@ fn release_n(block: NonNull<Header>, n: usize) {
         "block {:p} returned to its pool twice: a reference was released more often than taken",
         block.as_ptr()
     );
-    crate::pool::recycle(FreeBlock(block));
+    H::recycle(FreeBlock(block));
 }
 
 #[inline]
-fn retain(block: NonNull<Header>) {
+fn retain<H: Recycle>(block: NonNull<Header<H>>) {
     retain_n(block, 1);
 }
 
 /// Count `n` more references.
 #[inline]
-fn retain_n(block: NonNull<Header>, n: usize) {
+fn retain_n<H: Recycle>(block: NonNull<Header<H>>, n: usize) {
     let old = header(block).refs.fetch_add(n, Ordering::Relaxed);
     // As `Arc` does: a count this high means references are being leaked in a loop; abort before
     // the counter can wrap and free a block that is still in use.
@@ -141,19 +159,19 @@ fn retain_n(block: NonNull<Header>, n: usize) {
 // ------------------------------------------------------------------------------------------------
 
 /// A block that nobody references, owned by the pool or about to be freed.
-pub(crate) struct FreeBlock(NonNull<Header>);
+pub(crate) struct FreeBlock<H: Recycle>(NonNull<Header<H>>);
 
 // SAFETY: a FreeBlock is the unique owner of its allocation; moving it between threads moves
 // ownership like a `Box`.
-unsafe impl Send for FreeBlock {}
+unsafe impl<H: Recycle> Send for FreeBlock<H> {}
 
-impl FreeBlock {
+impl<H: Recycle> FreeBlock<H> {
     /// Allocate a zeroed block (invariant 1) of `capacity` payload bytes.
     pub(crate) fn allocate(
         capacity: usize,
         class: u8,
-        pool: Arc<PoolShared>,
-    ) -> Result<FreeBlock, Error> {
+        pool: Arc<H>,
+    ) -> Result<FreeBlock<H>, Error> {
         if capacity > MAX_CAPACITY {
             return Err(Error::RequestTooLarge {
                 requested: capacity,
@@ -162,8 +180,8 @@ impl FreeBlock {
             });
         }
         let layout = layout(capacity);
-        let mapped = layout.size() >= pool.config.map_from;
-        let raw = system::alloc_zeroed(layout, mapped).cast::<Header>();
+        let mapped = layout.size() >= pool.map_from();
+        let raw = system::alloc_zeroed(layout, mapped).cast::<Header<H>>();
         let Some(block) = NonNull::new(raw) else {
             return Err(Error::AllocationFailed {
                 size: layout.size(),
@@ -179,7 +197,7 @@ impl FreeBlock {
             free: crate::sync::atomic::AtomicBool::new(false),
         };
         header.pool.note_allocated(capacity);
-        // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header>(),
+        // SAFETY: `raw` is a fresh allocation, aligned for Header (ALIGN >= align_of::<Header<()>>(),
         // checked by the const assertion below) and large enough for it.
         unsafe { block.as_ptr().write(header) };
         Ok(FreeBlock(block))
@@ -197,7 +215,7 @@ impl FreeBlock {
 
     /// The pool this block belongs to, borrowed for as long as the block is owned.
     #[inline]
-    pub(crate) fn pool(&self) -> &Arc<PoolShared> {
+    pub(crate) fn pool(&self) -> &Arc<H> {
         &header(self.0).pool
     }
 
@@ -215,7 +233,7 @@ impl FreeBlock {
 
     /// Turn the block into its writer; `headroom` bytes are left free in front for prepending.
     #[inline]
-    pub(crate) fn into_writer(self, headroom: usize) -> Writer {
+    pub(crate) fn into_writer(self, headroom: usize) -> Writer<H> {
         assert!(
             headroom <= self.capacity(),
             "headroom {headroom} exceeds capacity {}",
@@ -235,13 +253,13 @@ impl FreeBlock {
     }
 }
 
-impl Drop for FreeBlock {
+impl<H: Recycle> Drop for FreeBlock<H> {
     /// Return the memory to the system allocator.
     fn drop(&mut self) {
         let capacity = self.capacity();
         self.pool().note_freed(capacity);
         // Read before the header (and its pool reference) goes: `allocate` decided the same way.
-        let mapped = layout(capacity).size() >= self.pool().config.map_from;
+        let mapped = layout(capacity).size() >= self.pool().map_from();
         // SAFETY: the block is uniquely owned and never used again; the header was written by
         // `allocate` and is dropped once here (releasing its pool reference), then the allocation
         // is freed with the layout it was made with.
@@ -326,7 +344,7 @@ mod system {
     }
 }
 
-const _: () = assert!(ALIGN >= std::mem::align_of::<Header>());
+const _: () = assert!(ALIGN >= std::mem::align_of::<Header<()>>());
 
 pub(crate) use system::MAPPED_FROM;
 
@@ -335,16 +353,16 @@ pub(crate) use system::MAPPED_FROM;
 /// An intrusive LIFO of free blocks, linked through their headers (no allocation to push or pop).
 /// All blocks of one stack have the same capacity (one size class): its byte count is computed,
 /// not kept, so a push or pop touches only the link and the length.
-pub(crate) struct FreeStack {
-    head: Option<NonNull<Header>>,
+pub(crate) struct FreeStack<H: Recycle> {
+    head: Option<NonNull<Header<H>>>,
     len: usize,
 }
 
 // SAFETY: the stack uniquely owns every block on it, like a `Vec<Box<_>>`.
-unsafe impl Send for FreeStack {}
+unsafe impl<H: Recycle> Send for FreeStack<H> {}
 
-impl FreeStack {
-    pub(crate) const fn new() -> FreeStack {
+impl<H: Recycle> FreeStack<H> {
+    pub(crate) const fn new() -> FreeStack<H> {
         FreeStack { head: None, len: 0 }
     }
 
@@ -363,7 +381,7 @@ impl FreeStack {
     }
 
     #[inline]
-    pub(crate) fn push(&mut self, block: FreeBlock) {
+    pub(crate) fn push(&mut self, block: FreeBlock<H>) {
         let raw = block.0;
         debug_assert!(
             self.head
@@ -379,7 +397,7 @@ impl FreeStack {
     }
 
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<FreeBlock> {
+    pub(crate) fn pop(&mut self) -> Option<FreeBlock<H>> {
         let raw = self.head?;
         // SAFETY: the stack owns the block (invariant 4).
         let next = unsafe { ptr::addr_of!((*raw.as_ptr()).next).read() };
@@ -389,7 +407,7 @@ impl FreeStack {
     }
 }
 
-impl Drop for FreeStack {
+impl<H: Recycle> Drop for FreeStack<H> {
     fn drop(&mut self) {
         while self.pop().is_some() {}
     }
@@ -402,8 +420,8 @@ impl Drop for FreeStack {
 /// Layout of the payload: `[0, sealed)` may be covered by windows and is never written again;
 /// `[sealed, head)` is headroom for prepending; `[head, tail)` is written but not yet sealed;
 /// `[tail, capacity)` is free to write.
-pub(crate) struct Writer {
-    block: NonNull<Header>,
+pub(crate) struct Writer<H: Recycle> {
+    block: NonNull<Header<H>>,
     sealed: usize,
     head: usize,
     tail: usize,
@@ -423,11 +441,11 @@ const _: () = assert!(SEAL_CREDITS < ALIGN && ALIGN.is_power_of_two());
 // SAFETY: the writer is the only handle that writes the block, and it writes only bytes no window
 // covers (invariant 3); the refcount is atomic. Sharing `&Writer` only allows reads of its own
 // unsealed bytes.
-unsafe impl Send for Writer {}
+unsafe impl<H: Recycle> Send for Writer<H> {}
 // SAFETY: see above; `&Writer` exposes no mutation.
-unsafe impl Sync for Writer {}
+unsafe impl<H: Recycle> Sync for Writer<H> {}
 
-impl Writer {
+impl<H: Recycle> Writer<H> {
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
         header(self.block).capacity
@@ -515,7 +533,7 @@ impl Writer {
 
     /// Seal the written bytes into a window; the writer keeps the tail of the same block.
     #[inline]
-    pub(crate) fn seal(&mut self) -> Window {
+    pub(crate) fn seal(&mut self) -> Window<H> {
         retain(self.block);
         self.seal_counted()
     }
@@ -526,7 +544,7 @@ impl Writer {
     /// ([`give_back_credits`](Self::give_back_credits)) before the writer goes, or parks them with
     /// it ([`ParkingSlot::park`]).
     #[inline]
-    pub(crate) fn seal_with_credits(&mut self, credits: &mut usize) -> Window {
+    pub(crate) fn seal_with_credits(&mut self, credits: &mut usize) -> Window<H> {
         if *credits == 0 {
             // A block's first seal counts just its window: a block written once and sealed once
             // (a large write) has nothing to give back later. From the second seal on, a batch.
@@ -552,7 +570,7 @@ impl Writer {
 
     /// Seal the written bytes into a window whose reference the caller has counted.
     #[inline]
-    fn seal_counted(&mut self) -> Window {
+    fn seal_counted(&mut self) -> Window<H> {
         let window = self.window_of_written();
         self.sealed = self.tail;
         self.head = self.tail;
@@ -578,7 +596,7 @@ impl Writer {
 
     /// Seal the written bytes and give up the writer, passing its reference to the window.
     #[inline]
-    pub(crate) fn into_window(self) -> Window {
+    pub(crate) fn into_window(self) -> Window<H> {
         let window = self.window_of_written();
         std::mem::forget(self);
         window
@@ -586,7 +604,7 @@ impl Writer {
 
     /// A window over [head, tail), which must be given a counted reference by the caller.
     #[inline]
-    fn window_of_written(&self) -> Window {
+    fn window_of_written(&self) -> Window<H> {
         // SAFETY: payload + head is in bounds and non-null.
         let data = unsafe { NonNull::new_unchecked(payload(self.block).add(self.head)) };
         Window {
@@ -597,7 +615,7 @@ impl Writer {
     }
 }
 
-impl Drop for Writer {
+impl<H: Recycle> Drop for Writer<H> {
     #[inline]
     fn drop(&mut self) {
         release(self.block);
@@ -607,19 +625,19 @@ impl Drop for Writer {
 // ------------------------------------------------------------------------------------------------
 
 /// A counted reference to an immutable window of a block.
-pub(crate) struct Window {
-    block: NonNull<Header>,
+pub(crate) struct Window<H: Recycle> {
+    block: NonNull<Header<H>>,
     data: NonNull<u8>,
     len: usize,
 }
 
 // SAFETY: the window's bytes are immutable while shared (invariant 3) and the refcount is atomic,
 // so windows may move between and be shared across threads, like `Arc<[u8]>`.
-unsafe impl Send for Window {}
+unsafe impl<H: Recycle> Send for Window<H> {}
 // SAFETY: see above.
-unsafe impl Sync for Window {}
+unsafe impl<H: Recycle> Sync for Window<H> {}
 
-impl Window {
+impl<H: Recycle> Window<H> {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -634,7 +652,7 @@ impl Window {
 
     /// The pool of the window's block.
     #[inline]
-    pub(crate) fn pool(&self) -> &Arc<PoolShared> {
+    pub(crate) fn pool(&self) -> &Arc<H> {
         &header(self.block).pool
     }
 
@@ -685,7 +703,7 @@ impl Window {
     /// joined window needs no copy and no new reference; the caller drops `next`'s. No unsafe code:
     /// a comparison of addresses.
     #[inline]
-    pub(crate) fn try_join(&mut self, next: &Window) -> bool {
+    pub(crate) fn try_join(&mut self, next: &Window<H>) -> bool {
         let adjacent = self.is_followed_by(next);
         if adjacent {
             self.len += next.len;
@@ -713,7 +731,7 @@ impl Window {
 
     /// Whether [`try_join`](Self::try_join) would join `next` onto this window.
     #[inline]
-    pub(crate) fn is_followed_by(&self, next: &Window) -> bool {
+    pub(crate) fn is_followed_by(&self, next: &Window<H>) -> bool {
         self.block == next.block && self.data.as_ptr().wrapping_add(self.len) == next.data.as_ptr()
     }
 
@@ -753,9 +771,9 @@ impl Window {
     }
 }
 
-impl Clone for Window {
+impl<H: Recycle> Clone for Window<H> {
     #[inline]
-    fn clone(&self) -> Window {
+    fn clone(&self) -> Window<H> {
         retain(self.block);
         Window {
             block: self.block,
@@ -765,7 +783,7 @@ impl Clone for Window {
     }
 }
 
-impl Drop for Window {
+impl<H: Recycle> Drop for Window<H> {
     #[inline]
     fn drop(&mut self) {
         release(self.block);
@@ -778,17 +796,25 @@ impl Drop for Window {
 /// the pipe's reader consumes a writer's flushes of one block (a window each) many at a time.
 ///
 /// A batch with a block owns `count` counted references to it (those of the windows it took).
-#[derive(Default)]
-pub(crate) struct ReleaseBatch {
-    block: Option<NonNull<Header>>,
+pub(crate) struct ReleaseBatch<H: Recycle> {
+    block: Option<NonNull<Header<H>>>,
     count: usize,
 }
 
-impl ReleaseBatch {
+impl<H: Recycle> Default for ReleaseBatch<H> {
+    fn default() -> ReleaseBatch<H> {
+        ReleaseBatch {
+            block: None,
+            count: 0,
+        }
+    }
+}
+
+impl<H: Recycle> ReleaseBatch<H> {
     /// Take `window`'s reference into the batch; a window of another block first releases the
     /// batch so far.
     #[inline]
-    pub(crate) fn add(&mut self, window: Window) {
+    pub(crate) fn add(&mut self, window: Window<H>) {
         let block = window.block;
         // The window's reference passes to the batch.
         std::mem::forget(window);
@@ -808,7 +834,7 @@ impl ReleaseBatch {
     }
 }
 
-impl Drop for ReleaseBatch {
+impl<H: Recycle> Drop for ReleaseBatch<H> {
     #[inline]
     fn drop(&mut self) {
         self.release();
@@ -829,14 +855,14 @@ impl Drop for ReleaseBatch {
 ///
 /// Invariant 5: a non-null slot owns the counted reference of the block it points to, plus as many
 /// credits as its low bits say.
-pub(crate) struct ParkingSlot {
-    block: AtomicPtr<Header>,
+pub(crate) struct ParkingSlot<H: Recycle> {
+    block: AtomicPtr<Header<H>>,
 }
 
 /// A writer's positions while its reference is parked. It owns no reference (dropping it does
 /// nothing); only [`ParkingSlot::reclaim`] can turn it back into a [`Writer`].
-pub(crate) struct ParkedWriter {
-    block: NonNull<Header>,
+pub(crate) struct ParkedWriter<H: Recycle> {
+    block: NonNull<Header<H>>,
     sealed: usize,
     head: usize,
     tail: usize,
@@ -845,11 +871,11 @@ pub(crate) struct ParkedWriter {
 
 // SAFETY: a `ParkedWriter` is plain positions plus an address it never dereferences by itself;
 // `reclaim` dereferences it only after winning the reference back.
-unsafe impl Send for ParkedWriter {}
+unsafe impl<H: Recycle> Send for ParkedWriter<H> {}
 // SAFETY: see above; `&ParkedWriter` exposes nothing.
-unsafe impl Sync for ParkedWriter {}
+unsafe impl<H: Recycle> Sync for ParkedWriter<H> {}
 
-impl ParkedWriter {
+impl<H: Recycle> ParkedWriter<H> {
     /// Written, unsealed bytes: always 0, since only a writer with nothing unsealed is parked.
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -857,20 +883,20 @@ impl ParkedWriter {
     }
 }
 
-impl Default for ParkingSlot {
-    fn default() -> ParkingSlot {
+impl<H: Recycle> Default for ParkingSlot<H> {
+    fn default() -> ParkingSlot<H> {
         ParkingSlot {
             block: AtomicPtr::new(ptr::null_mut()),
         }
     }
 }
 
-impl ParkingSlot {
+impl<H: Recycle> ParkingSlot<H> {
     /// Park `writer`'s reference here with its `credits` (references counted in advance by
     /// [`Writer::seal_with_credits`]; the slot must be empty); the writer keeps its positions.
     /// Call before publishing the bytes the writer sealed: a reader that sees them then sees this.
     #[inline]
-    pub(crate) fn park(&self, writer: Writer, credits: usize) -> ParkedWriter {
+    pub(crate) fn park(&self, writer: Writer<H>, credits: usize) -> ParkedWriter<H> {
         let parked = ParkedWriter {
             block: writer.block,
             sealed: writer.sealed,
@@ -924,20 +950,8 @@ impl ParkingSlot {
     /// side released them (the block may already be someone else's: the positions are forgotten,
     /// never used).
     #[inline]
-    pub(crate) fn reclaim(&self, parked: ParkedWriter) -> Option<(Writer, usize)> {
-        #[cfg(not(packetpipe_mutant = "racy_reclaim"))]
+    pub(crate) fn reclaim(&self, parked: ParkedWriter<H>) -> Option<(Writer<H>, usize)> {
         let taken = self.block.swap(ptr::null_mut(), Ordering::AcqRel);
-        // MUTANT racy_reclaim (test-only, `--cfg packetpipe_mutant="racy_reclaim"`): check, then
-        // take, in two steps; a reader releasing in between leaves both sides owning the reference
-        // (the block goes home while the writer still writes into it).
-        #[cfg(packetpipe_mutant = "racy_reclaim")]
-        let taken = {
-            let seen = self.block.load(Ordering::Acquire);
-            if !seen.is_null() {
-                self.block.store(ptr::null_mut(), Ordering::Release);
-            }
-            seen
-        };
         if taken.is_null() {
             return None;
         }
@@ -982,144 +996,8 @@ impl ParkingSlot {
     }
 }
 
-impl Drop for ParkingSlot {
+impl<H: Recycle> Drop for ParkingSlot<H> {
     fn drop(&mut self) {
         let _ = self.release();
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-
-/// Where a thread keeps the cache of the pool it used last (its *hot* cache), reachable by the
-/// pool's fast rent and return without a borrow flag.
-///
-/// A `RefCell` around the thread's caches costs every rent and every return a flag test, a store
-/// and a restore; and the pool pointer compare that finds the hot cache comes on top. Here the
-/// compare is the borrow: `key` holds the hot cache's pool key ([`pool_key`]) while the cache is on
-/// the shelf, [`EMPTY`] while it is not (no hot cache, or a slow path has it out). [`pop`](Self::pop) and
-/// [`push`](Self::push) touch the cache only when the caller's pool key equals `key`, and they run
-/// no code that could reach the shelf again: field reads and writes, a [`FreeStack`] pop or push
-/// (no drop, no panic) and the owner-only statistics stores ([`bump`], [`unbump`]: one Relaxed load
-/// and store each). Everything else ([`take`](Self::take), [`put`](Self::put)) moves the cache out
-/// or in by value, dropping nothing, so no destructor runs while the cell is accessed.
-///
-/// Invariant 6: `cache` is accessed only inside this type's methods, each of which holds its
-/// reference only for its own duration and calls nothing that can reach the same shelf; `key` is
-/// [`EMPTY`] when `cache` is `None`, else the key of the cache's pool. The shelf is `!Sync` (it is
-/// a thread-local), so no other thread sees it.
-///
-/// No drop glue (the cache is in a `ManuallyDrop`): a thread-local holding it needs no destructor
-/// and so no "initialized yet?" check on each access. Whoever owns the thread-local takes the
-/// cache out at thread exit (`pool::thread_cache`).
-pub(crate) struct Shelf {
-    key: std::cell::Cell<usize>,
-    cache: std::cell::UnsafeCell<std::mem::ManuallyDrop<Option<ThreadCache>>>,
-}
-
-/// The key of an empty shelf: no pool has it. A pool's `Arc` pointer is aligned to 8 at least (the
-/// pool holds `usize`s), so its key, that address less 16, is a multiple of 8 and never this.
-const EMPTY: usize = usize::MAX;
-
-/// The key the shelf compares: the pool's address, less 16 (the `Arc` counts in front of the
-/// value in std's layout), so that comparing a pool's `Arc` with a key folds into one compare of
-/// the `Arc`'s own pointer. Any constant would be correct (keys are compared with keys), only this
-/// one saves the add; no address is dereferenced.
-#[inline(always)]
-pub(crate) fn pool_key(pool: &Arc<PoolShared>) -> usize {
-    (Arc::as_ptr(pool) as usize).wrapping_sub(16)
-}
-
-impl Shelf {
-    pub(crate) const fn new() -> Shelf {
-        Shelf {
-            key: std::cell::Cell::new(EMPTY),
-            cache: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(None)),
-        }
-    }
-
-    /// Take the cache off the shelf (the slow paths work on it as part of all the thread's
-    /// caches); the fast paths miss until it is put back.
-    #[inline]
-    pub(crate) fn take(&self) -> Option<ThreadCache> {
-        self.key.set(EMPTY);
-        // SAFETY: invariant 6: no other reference to `cache` exists while this method runs; the
-        // cache is moved out, nothing is dropped.
-        unsafe { (*self.cache.get()).take() }
-    }
-
-    /// Put `cache` on the shelf as the hot cache; returns what was there (nothing, when the slow
-    /// paths take before they put), for the caller to drop.
-    #[inline]
-    pub(crate) fn put(&self, cache: ThreadCache) -> Option<ThreadCache> {
-        let key = pool_key(&cache.pool);
-        // SAFETY: invariant 6, as in `take`; the previous cache is moved out, not dropped.
-        let previous = unsafe { (*self.cache.get()).replace(cache) };
-        self.key.set(key);
-        previous
-    }
-
-    /// The hot cache, if it is the one of the pool with key `key`.
-    ///
-    /// # Safety
-    ///
-    /// `key` comes from [`pool_key`]. The caller (`pop`, `push`) holds the returned reference only
-    /// for the rest of its own body and calls nothing that can reach this shelf meanwhile
-    /// (invariant 6).
-    // A `&mut` from `&self` is what a cell hands out; exclusivity is the caller's side of the
-    // contract above (invariant 6), which is why this is an `unsafe fn`.
-    #[allow(clippy::mut_from_ref)]
-    #[inline(always)]
-    unsafe fn hot(&self, key: usize) -> Option<&mut ThreadCache> {
-        if self.key.get() != key {
-            return None;
-        }
-        // SAFETY: `key` is a pool's key, never `EMPTY`, and it matched, so `cache` is `Some`
-        // (invariant 6); the caller keeps the reference to itself (see above). Unchecked: the key
-        // compare is the only test the fast paths make.
-        Some(unsafe { (*self.cache.get()).as_mut().unwrap_unchecked() })
-    }
-
-    /// The fast rent: a block of `class` from the loaded magazine of `pool`'s cache, if `pool`'s
-    /// cache is on the shelf and the magazine is not empty. Counts one rent; the block's bytes
-    /// leave the cache.
-    ///
-    /// No close-notice check here (the fast return makes it): `pool` is open (the caller rents
-    /// through a handle), so the notice can only be about other pools' caches, and a thread that
-    /// only rents reaches the slow path, which sweeps, at least once per magazine.
-    #[inline(always)]
-    pub(crate) fn pop(&self, pool: &Arc<PoolShared>, class: usize) -> Option<FreeBlock> {
-        // SAFETY: `cache` is used only in this method, which calls only field accesses, a
-        // `FreeStack` pop and the statistics stores (invariant 6).
-        let cache = unsafe { self.hot(pool_key(pool)) }?;
-        let slot = class_slot(class);
-        let block = cache.classes[slot].loaded.pop()?;
-        // One count for the rent and the bytes that left the cache (see `pool::stats`).
-        bump_class(&cache.slot.class_rents[slot]);
-        Some(block)
-    }
-
-    /// The fast return: into the loaded magazine of the block's pool's cache if that cache is on
-    /// the shelf, no pool closed since the last sweep, and the magazine has room (a pool that
-    /// clears returned blocks has none: `fast_capacity` 0). Else the block comes back. An unpooled
-    /// block comes back too: its class, `UNPOOLED`, indexes the table's last entry, which has no
-    /// room.
-    #[inline(always)]
-    pub(crate) fn push(&self, block: FreeBlock) -> Result<(), FreeBlock> {
-        // SAFETY: as in `pop`: field accesses, a `FreeStack` push, the statistics stores.
-        let Some(cache) = (unsafe { self.hot(pool_key(block.pool())) }) else {
-            return Err(block);
-        };
-        if cache.notice.load(Ordering::Relaxed) {
-            return Err(block);
-        }
-        let slot = class_slot(usize::from(block.class()));
-        let mags = &mut cache.classes[slot];
-        if mags.loaded.len() >= mags.fast_capacity {
-            return Err(block);
-        }
-        // One count for the return and the bytes that entered the cache (see `pool::stats`).
-        bump_class(&cache.slot.class_returns[slot]);
-        mags.loaded.push(block);
-        Ok(())
     }
 }

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use packetpipe::frame::{
     DecodeBuf, Decoded, Decoder, Delimited, FrameError, FrameWriter, Frames, LengthDelimited, Lines,
 };
-use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeReader};
+use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeReader, DEFAULT_COPY_THRESHOLD};
 use packetpipe::{Packet, Pool};
 
 /// Wakes a parked thread and counts the wakes.
@@ -865,4 +865,38 @@ fn send_all_stops_taking_items_once_the_reader_has_completed() {
         taken <= 2,
         "{taken} items taken from a send_all to a completed reader"
     );
+}
+
+/// The chains decoder chooses between one packet and a chain of the segments' packets by the copy
+/// threshold of the pipe it reads, as `take` does: a frame spanning segments is copied into one
+/// packet up to the reader's threshold and shared as a chain above it, whatever the default is.
+#[test]
+fn length_delimited_chains_follow_the_readers_copy_threshold() {
+    // (copy threshold, frame length, segments of the decoded frame): 3000 bytes are above the
+    // default threshold, 1500 below it.
+    let cases = [
+        (DEFAULT_COPY_THRESHOLD, 3000, 2),
+        (DEFAULT_COPY_THRESHOLD, 1500, 1),
+        (4096, 3000, 1),
+        (1000, 1500, 2),
+    ];
+    for (threshold, len, segments) in cases {
+        let (mut writer, reader) = pipe_with(PipeOptions::new().copy_threshold(threshold));
+        writer.write_slice(&header(len)).unwrap();
+        writer.append(vec![1u8; len / 2]).unwrap();
+        writer.append(vec![2u8; len - len / 2]).unwrap();
+        writer.complete();
+        let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
+        let frame = frames.next_blocking().unwrap().unwrap();
+        assert_eq!(frame.len(), len);
+        assert_eq!(
+            frame.segment_count(),
+            segments,
+            "a {len}-byte frame over two segments with copy threshold {threshold}"
+        );
+        let mut expected = vec![1u8; len / 2];
+        expected.resize(len, 2);
+        assert_eq!(frame.to_vec(), expected);
+        assert!(frames.next_blocking().is_none());
+    }
 }

@@ -1,9 +1,10 @@
 //! Loom models of packetpipe's cross-thread protocols live in `tests/`, one file per protocol.
 //!
 //! Run them with `scripts/loom.sh` (release build, `LOOM_MAX_PREEMPTIONS=2` unless set), which also
-//! checks that each mutant (`--cfg packetpipe_mutant="..."`, a deliberately reintroduced bug in the
-//! library) makes its model fail. Without `--cfg packetpipe_loom` every test file compiles to
-//! nothing, so `cargo test --workspace` stays fast.
+//! checks that each mutant (a patch in `mutants/` that puts a realistic bug back into the library,
+//! applied to a scratch copy and built with `--cfg packetpipe_mutant`) makes its model fail.
+//! Without `--cfg packetpipe_loom` every test file compiles to nothing, so `cargo test --workspace`
+//! stays fast.
 //!
 //! This library holds the small helpers the models share.
 #![cfg(packetpipe_loom)]

@@ -65,7 +65,7 @@ fn reader_completion_wakes_paused_flush() {
 /// Mutant `no_recheck_flush`: a flush that pauses right after registering its waker misses an
 /// advance that came in between and is never woken.
 #[test]
-#[cfg(packetpipe_mutant = "no_recheck_flush")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_no_recheck_flush() {
     paused_flush_resumes_model();

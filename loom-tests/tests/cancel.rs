@@ -96,7 +96,7 @@ fn cancel_pending_flush_exactly_once() {
 /// Mutant `cancel_no_wake`: a cancel that sets the flag without waking leaves a waiting reader
 /// asleep.
 #[test]
-#[cfg(packetpipe_mutant = "cancel_no_wake")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_cancel_no_wake() {
     cancel_read_model();

@@ -88,7 +88,7 @@ fn complete_with_error_after_data() {
 /// Mutant `done_before_data`: completion that publishes DONE before the staged bytes lets the
 /// reader see the end with "c" missing.
 #[test]
-#[cfg(packetpipe_mutant = "done_before_data")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "the end was seen before every byte")]
 fn mutant_done_before_data() {
     end_after_data_model(End::Complete);

@@ -75,7 +75,7 @@ fn flush_dropped_while_paused_then_repolled_with_another_waker() {
 /// Mutant `stale_waker`: a wait cell that keeps the first waker registered wakes the dropped
 /// future's waker, and the new read sleeps forever.
 #[test]
-#[cfg(packetpipe_mutant = "stale_waker")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_stale_waker() {
     read_dropped_then_repolled_model();

@@ -63,7 +63,7 @@ fn flushes_grow_the_read_segment() {
 /// Mutant `pop_growing_last`: the reader moves past its last node once consumed, although the
 /// writer's next flush grows it.
 #[test]
-#[cfg(packetpipe_mutant = "pop_growing_last")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "growth of a node consumed while it could grow")]
 fn mutant_pop_growing_last() {
     flushes_grow_the_read_segment_model();
@@ -91,7 +91,7 @@ fn growth_then_link() {
 /// Mutant `grown_before_link`: the reader loads the count before the link, sees the link, takes
 /// the stale count as final and moves past the node before its growth arrives.
 #[test]
-#[cfg(packetpipe_mutant = "grown_before_link")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "growth of a node consumed while it could grow")]
 fn mutant_grown_before_link() {
     growth_then_link_model();

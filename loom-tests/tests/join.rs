@@ -75,7 +75,7 @@ fn wake_from_another_thread_reaches_the_task() {
 
 /// Mutant `join_no_recheck`: a wake that saw the poll still running, after its last pass, is lost.
 #[test]
-#[cfg(packetpipe_mutant = "join_no_recheck")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_join_no_recheck() {
     wake_from_another_thread_reaches_the_task_model();
@@ -83,7 +83,7 @@ fn mutant_join_no_recheck() {
 
 /// Mutant `join_wake_no_forward`: a wake from outside the poll never reaches the task.
 #[test]
-#[cfg(packetpipe_mutant = "join_wake_no_forward")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_join_wake_no_forward() {
     wake_from_another_thread_reaches_the_task_model();

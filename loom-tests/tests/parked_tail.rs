@@ -62,7 +62,7 @@ fn reclaim_races_release() {
 /// Mutant `racy_reclaim`: a reclaim that checks the slot and then empties it in two steps can
 /// interleave with the reader's release, and both sides give the same reference back.
 #[test]
-#[cfg(packetpipe_mutant = "racy_reclaim")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "returned to its pool twice")]
 fn mutant_racy_reclaim() {
     reclaim_races_release_model();

@@ -46,7 +46,7 @@ fn pool_closing_while_another_thread_returns_blocks() {
 
 /// `put_magazine` reading "closed" before taking the depot lock: the close can drain the depot in
 /// between, and the magazine is stranded there.
-#[cfg(packetpipe_mutant = "close_check_unlocked")]
+#[cfg(packetpipe_mutant)]
 #[test]
 #[should_panic(expected = "memory of the closed pool still held")]
 fn mutant_close_check_unlocked() {

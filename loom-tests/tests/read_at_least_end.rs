@@ -42,7 +42,7 @@ fn failing_writer_ends_read_at_least_with_its_error() {
 
 /// Mutant `short_read_at_least`: the old behaviour, a short buffer with neither flag.
 #[test]
-#[cfg(packetpipe_mutant = "short_read_at_least")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "expected the writer's error")]
 fn mutant_short_read_at_least() {
     failing_writer_ends_read_at_least_model();

@@ -67,7 +67,7 @@ fn completion_reaches_an_unpaused_flush() {
 
 /// Mutant `done_flag_first`: the completion flag before the word.
 #[test]
-#[cfg(packetpipe_mutant = "done_flag_first")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "is_completed: false")]
 fn mutant_done_flag_first() {
     completion_reaches_an_unpaused_flush_model();

@@ -39,7 +39,7 @@ fn take_frame_resumes_paused_flushes() {
 
 /// Mutant `take_frame_no_wake`: frames taken without telling the writer leave it paused.
 #[test]
-#[cfg(packetpipe_mutant = "take_frame_no_wake")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_take_frame_no_wake() {
     take_frame_resumes_paused_flushes_model();
@@ -84,7 +84,7 @@ fn take_frame_skips_checks_only_while_the_writer_must_wait() {
 
 /// Mutant `stale_no_wake`: the skip reaches past the frame that should resume the writer.
 #[test]
-#[cfg(packetpipe_mutant = "stale_no_wake")]
+#[cfg(packetpipe_mutant)]
 #[should_panic(expected = "deadlock")]
 fn mutant_stale_no_wake() {
     take_frame_skips_checks_only_while_the_writer_must_wait_model();

@@ -140,8 +140,16 @@ impl<'a> DecodeBuf<'a> {
     /// The stream position of the view's first byte (bytes consumed from the pipe before it), for
     /// decoders that remember how far they searched.
     #[inline]
-    pub(crate) fn position(&self) -> u64 {
+    pub fn position(&self) -> u64 {
         self.reader.position()
+    }
+
+    /// The pipe's copy threshold: [`take`](Self::take) copies a frame of at most this many bytes
+    /// into a fitted buffer, and shares a larger one lying in one segment. A decoder that chooses
+    /// between `take` and [`take_chain`](Self::take_chain) by size decides as `take` does with it.
+    #[inline]
+    pub fn copy_threshold(&self) -> usize {
+        self.reader.copy_threshold()
     }
 
     /// The writer has completed: no byte beyond this view will arrive.

@@ -1,11 +1,9 @@
 //! `Delimited` and `Lines`: frames ended by a delimiter, decoded as tokio-util's
 //! `AnyDelimiterCodec` and `LinesCodec` do.
 
-use super::encoder::put_copied;
-use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
+use super::{find_byte, put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::packet::Packet;
 use crate::pipe::{PipeWriter, ReadBuffer};
-use crate::segments::find_byte;
 use crate::ByteSegments;
 
 /// How a [`Search`] finds delimiters: generic, so that [`Lines`] searches for its constant `\n`

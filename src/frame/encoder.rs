@@ -60,9 +60,20 @@ impl<Item, E: Encoder<Item> + ?Sized> Encoder<Item> for &mut E {
     }
 }
 
-/// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer (the encoders'
-/// copying path: a header and a small payload, a payload and its delimiter).
-pub(crate) fn put_copied(
+/// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer: an encoder's
+/// copying path (a header and a small payload, a payload and its delimiter), one
+/// [`buffer_mut`](PipeWriter::buffer_mut) and one [`advance`](PipeWriter::advance).
+///
+/// ```
+/// use packetpipe::frame::put_copied;
+///
+/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// put_copied(&mut writer, b"3:", &b"abc"[..])?;
+/// writer.complete();
+/// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"3:abc");
+/// # Ok::<(), packetpipe::frame::FrameError>(())
+/// ```
+pub fn put_copied(
     dst: &mut PipeWriter,
     head: &[u8],
     tail: &(impl ByteSegments + ?Sized),

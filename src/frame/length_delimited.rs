@@ -3,11 +3,9 @@
 
 use bytes::{Buf, Bytes};
 
-use super::encoder::put_copied;
-use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
+use super::{put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::packet::{OwnedPacket, Packet, PacketChain};
 use crate::pipe::PipeWriter;
-use crate::pipe::DEFAULT_COPY_THRESHOLD;
 
 /// Frames behind a length field: decoder and encoder.
 ///
@@ -490,7 +488,7 @@ impl Decoder for LengthDelimited {
 
 /// [`LengthDelimited`] yielding [`PacketChain`]s ([`LengthDelimited::into_chains`]).
 ///
-/// A frame up to the pipe's default copy threshold ([`DEFAULT_COPY_THRESHOLD`]) or lying in one
+/// A frame up to the pipe's copy threshold ([`DecodeBuf::copy_threshold`]) or lying in one
 /// segment is taken as with [`LengthDelimited`] (copied into a fitted buffer when small, shared
 /// when large) and is a chain of one packet; a larger frame spanning segments is a chain of the
 /// segments' packets, shared, never copied (a chain holds 4 packets inline and allocates beyond).
@@ -534,7 +532,7 @@ impl Decoder for LengthDelimitedChains {
         let first = buf.buffer().first_chunk().len();
         // In the first segment, or small enough to copy: one packet (copied or shared as
         // `LengthDelimited` takes it); otherwise the segments' packets, shared.
-        let frame = if first >= skip + n || n <= DEFAULT_COPY_THRESHOLD {
+        let frame = if first >= skip + n || n <= buf.copy_threshold() {
             PacketChain::from(buf.take_after(skip, n)?)
         } else {
             buf.skip(skip)?;

@@ -52,9 +52,11 @@ mod frames;
 mod length_delimited;
 mod passthrough;
 
+/// The byte search the built-in delimiter decoders run over each segment.
+pub use crate::segments::find_byte;
 pub use decoder::{DecodeBuf, Decoded, Decoder};
 pub use delimited::{Delimited, Line, Lines};
-pub use encoder::{Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};
+pub use encoder::{put_copied, Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};
 pub use error::FrameError;
 pub use framed::Framed;
 pub use frames::{BlockingIter, Frames, Next};

@@ -115,12 +115,9 @@ struct Relay {
 
 impl Relay {
     fn wake(&self, bit: u8) {
-        // MUTANT join_wake_no_forward (test-only, `--cfg packetpipe_mutant="join_wake_no_forward"`):
-        // a wake from outside the poll is only noted, never sent to the task.
         self.woken.fetch_or(bit, Ordering::SeqCst);
         crate::sync::loom_seq_cst_point();
-        if !self.polling.load(Ordering::SeqCst) && !cfg!(packetpipe_mutant = "join_wake_no_forward")
-        {
+        if !self.polling.load(Ordering::SeqCst) {
             // Woken outside the lock: an executor that polls at once on a wake must not find it
             // held (the poll takes it to hand over a new task waker).
             let task = lock(&self.task).clone();
@@ -144,10 +141,7 @@ impl Drop for EndOfPoll<'_> {
     fn drop(&mut self) {
         self.relay.polling.store(false, Ordering::SeqCst);
         crate::sync::loom_seq_cst_point();
-        // MUTANT join_no_recheck (test-only, `--cfg packetpipe_mutant="join_no_recheck"`): a wake
-        // that came after the last pass and saw `polling` still set is lost.
-        let late = !cfg!(packetpipe_mutant = "join_no_recheck")
-            && self.relay.woken.load(Ordering::SeqCst) != 0;
+        let late = self.relay.woken.load(Ordering::SeqCst) != 0;
         if self.passes_ran_out || late {
             // Back through the executor, which polls both again.
             self.task.wake_by_ref();

@@ -9,9 +9,11 @@ use bytes::BufMut;
 use std::panic::Location;
 
 use super::OwnedPacket;
-use crate::block::Writer;
 use crate::error::Error;
-use crate::pool::{note_use, BlockUse};
+use crate::pool::{note_use, BlockUse, ParkedWriter, ParkingSlot, Pool, Writer};
+
+/// The largest capacity a buffer (and so a packet) can have: `Layout`'s bound less the header.
+pub(crate) const MAX_CAPACITY: usize = crate::block::MAX_CAPACITY;
 
 /// A writable pooled buffer that seals its written bytes into [`OwnedPacket`]s.
 ///
@@ -237,5 +239,86 @@ unsafe impl BufMut for PacketBuf {
     #[inline]
     fn chunk_mut(&mut self) -> &mut UninitSlice {
         UninitSlice::new(self.writer.spare_mut())
+    }
+}
+
+/// Where a pipe keeps its write buffer's block reference between writes, so the reader can give the
+/// block back when the pipe goes idle (the slot's protocol is `block::ParkingSlot`'s).
+#[derive(Default)]
+pub(crate) struct BufSlot(ParkingSlot);
+
+/// What the writer keeps while its buffer is in a [`BufSlot`]: the buffer's positions, not a
+/// reference.
+pub(crate) struct ParkedBuf(ParkedWriter);
+
+impl BufSlot {
+    /// Park `buf` (nothing unsealed in it) with the `credits` it counted in advance.
+    #[inline]
+    pub(crate) fn park(&self, buf: PacketBuf, credits: usize) -> ParkedBuf {
+        ParkedBuf(self.0.park(buf.into_writer(), credits))
+    }
+
+    /// The parked buffer again with its credits, or `None` if the other side released it.
+    #[inline]
+    pub(crate) fn reclaim(&self, parked: ParkedBuf) -> Option<(PacketBuf, usize)> {
+        let (writer, credits) = self.0.reclaim(parked.0)?;
+        Some((PacketBuf::from_writer(writer), credits))
+    }
+
+    /// Release the parked reference, if there is one (the reader side); whether there was.
+    #[inline]
+    pub(crate) fn release(&self) -> bool {
+        self.0.release()
+    }
+}
+
+/// Renting: the pool hands out blocks, and a rented block is a packet buffer.
+impl Pool {
+    /// Rent a writable buffer of at least `size` bytes (the class size, for pooled sizes).
+    ///
+    /// Errors: `size == 0`, a size no allocation can have, or the allocator refusing the memory.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// assert!(pool.rent(0).is_err());
+    /// assert!(pool.rent(usize::MAX).is_err());
+    /// assert_eq!(pool.rent(100).unwrap().capacity(), 112); // the class of 1.75 x 64 B
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
+        self.rent_with_headroom(0, size)
+    }
+
+    /// Rent a buffer with `headroom` bytes reserved in front for [`PacketBuf::prepend`], and at
+    /// least `size` bytes after it.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let mut buf = pool.rent_with_headroom(4, 60).unwrap();
+    /// buf.extend_from_slice(b"body").unwrap();
+    /// buf.prepend(&4u32.to_be_bytes()).unwrap();
+    /// assert_eq!(&buf[..], b"\0\0\0\x04body");
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub fn rent_with_headroom(&self, headroom: usize, size: usize) -> Result<PacketBuf, Error> {
+        Ok(PacketBuf::from_writer(self.rent_writer(headroom, size)?))
+    }
+
+    /// Copy `data` into a fitted pooled buffer and seal it.
+    ///
+    /// ```
+    /// let pool = packetpipe::Pool::new();
+    /// let packet = pool.copy_from_slice(b"frame").unwrap();
+    /// assert_eq!(&packet[..], b"frame");
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
+        let mut buf = self.rent(data.len().max(1))?;
+        buf.extend_from_slice(data)?;
+        // Not a use of its own for leak tracking: the rent site is this call.
+        Ok(buf.freeze_untracked())
     }
 }

@@ -77,6 +77,7 @@ mod chain;
 mod owned;
 
 pub use buf::PacketBuf;
+pub(crate) use buf::{BufSlot, ParkedBuf, MAX_CAPACITY};
 pub use chain::PacketChain;
 pub use owned::OwnedPacket;
 
@@ -86,6 +87,9 @@ use std::ops::RangeBounds;
 use bytes::{Buf, Bytes};
 
 use crate::error::{check_range, Error};
+/// The pipe drops consumed packets in runs, one decrement per run of one block
+/// ([`Packet::release_into`]).
+pub(crate) use crate::pool::ReleaseBatch;
 
 /// A packet of bytes with a cheap owner: pooled, [`Bytes`], static, or inline.
 ///
@@ -436,7 +440,7 @@ impl Packet {
     /// Drop this packet into `batch`: a pooled packet's reference joins the batch (one decrement
     /// for a run of packets of one block), any other kind is dropped at once.
     #[inline]
-    pub(crate) fn release_into(self, batch: &mut crate::block::ReleaseBatch) {
+    pub(crate) fn release_into(self, batch: &mut ReleaseBatch) {
         if let Repr::Owned(packet) = self.repr {
             batch.add(packet.into_window());
         }
@@ -653,4 +657,33 @@ pub(crate) fn debug_bytes(f: &mut fmt::Formatter<'_>, name: &str, bytes: &[u8]) 
     }
     let more = if bytes.len() > SHOWN { "\"..." } else { "\"" };
     write!(f, "{more} }}")
+}
+
+// The packet types are byte segments: one slice each, a chain one per packet.
+impl crate::ByteSegments for OwnedPacket {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(self.as_slice())
+    }
+}
+
+impl crate::ByteSegments for Packet {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(self.as_slice())
+    }
+}
+
+impl crate::ByteSegments for PacketBuf {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        std::iter::once(&self[..])
+    }
+}
+
+impl crate::ByteSegments for PacketChain {
+    fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.iter().map(Packet::as_slice)
+    }
+
+    fn byte_len(&self) -> usize {
+        self.len()
+    }
 }

@@ -7,8 +7,8 @@ use bytes::{Buf, Bytes};
 use std::panic::Location;
 
 use super::check_at;
-use crate::block::Window;
 use crate::error::{check_range, Error};
+use crate::pool::Window;
 use crate::pool::{note_use, BlockUse};
 
 /// An immutable window of bytes in a pooled block.

@@ -47,8 +47,7 @@
 
 use std::ptr;
 
-use crate::block::{ParkedWriter, ParkingSlot, ReleaseBatch, Writer};
-use crate::packet::Packet;
+use crate::packet::{BufSlot, Packet, PacketBuf, ParkedBuf, ReleaseBatch};
 use crate::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Arc, UnsafeCell};
 
@@ -87,9 +86,9 @@ struct QueueShared {
     consumer_pos: AtomicPtr<Node>,
     /// The oldest node, recorded by the producer when it goes, for the final free.
     oldest: AtomicPtr<Node>,
-    /// The producer's write buffer between publications (see `block::ParkingSlot`): next to
+    /// The producer's write buffer between publications (see `packet::BufSlot`): next to
     /// `published`, which the consumer loads anyway, since the producer writes both per flush.
-    parked_tail: ParkingSlot,
+    parked_tail: BufSlot,
 }
 
 impl Drop for QueueShared {
@@ -125,7 +124,7 @@ pub(crate) fn queue() -> (Producer, Consumer) {
         published: AtomicU64::new(0),
         consumer_pos: AtomicPtr::new(dummy),
         oldest: AtomicPtr::new(spare),
-        parked_tail: ParkingSlot::default(),
+        parked_tail: BufSlot::default(),
     });
     let producer = Producer {
         shared: shared.clone(),
@@ -281,14 +280,6 @@ impl Producer {
     #[inline]
     pub(crate) fn publish(&mut self, flags: u64) -> u64 {
         debug_assert_eq!(flags & COUNT_MASK, 0, "flags must use only the flag bits");
-        // MUTANT done_before_data (test-only, `--cfg packetpipe_mutant="done_before_data"`): the
-        // end flags go out in an add of their own before the staged bytes, so a reader can see
-        // "writer done" while the last bytes are still missing (the bug piper had).
-        #[cfg(packetpipe_mutant = "done_before_data")]
-        if flags != 0 && self.staged_bytes != 0 {
-            self.shared.published.fetch_add(flags, Ordering::SeqCst);
-            return self.publish(0);
-        }
         let add = self.staged_bytes | flags;
         self.staged_bytes = 0;
         self.last_published = self.last;
@@ -301,13 +292,13 @@ impl Producer {
     /// Park the write buffer's reference (call before `publish`, so a consumer that sees the
     /// published bytes sees the parked buffer too).
     #[inline]
-    pub(crate) fn park_tail(&mut self, writer: Writer, credits: usize) -> ParkedWriter {
-        self.shared.parked_tail.park(writer, credits)
+    pub(crate) fn park_tail(&mut self, buf: PacketBuf, credits: usize) -> ParkedBuf {
+        self.shared.parked_tail.park(buf, credits)
     }
 
     /// Take the parked write buffer back, unless the consumer released it.
     #[inline]
-    pub(crate) fn reclaim_tail(&mut self, parked: ParkedWriter) -> Option<(Writer, usize)> {
+    pub(crate) fn reclaim_tail(&mut self, parked: ParkedBuf) -> Option<(PacketBuf, usize)> {
         self.shared.parked_tail.reclaim(parked)
     }
 
@@ -340,16 +331,11 @@ impl Drop for Producer {
 }
 
 /// Ordering of the publishing add: SeqCst (Release for the data, SeqCst for `pipe::wait`).
-#[cfg(not(packetpipe_mutant = "relaxed_publish"))]
 const PUBLISH_ORDERING: Ordering = Ordering::SeqCst;
-/// MUTANT relaxed_publish (test-only, `--cfg packetpipe_mutant="relaxed_publish"`): a Relaxed
-/// publish no longer orders the links to the new nodes before the count the consumer acts on.
-#[cfg(packetpipe_mutant = "relaxed_publish")]
-const PUBLISH_ORDERING: Ordering = Ordering::Relaxed;
 
 /// A link the consumer follows because published bytes cover the node it leads to, so it is never
 /// null. Checked in debug and loom builds: a model whose publication fails to order the link before
-/// the count (see the `relaxed_publish` mutant) then fails with this panic, not a null dereference.
+/// the count (the `relaxed_publish` mutant in loom-tests/mutants/) then fails with this panic, not a null dereference.
 fn published_link(next: *mut Node) -> *mut Node {
     #[cfg(any(debug_assertions, packetpipe_loom))]
     assert!(
@@ -487,17 +473,10 @@ impl Consumer {
         // SAFETY: `last` is published or the dummy: not reused, and both fields are atomics.
         let (next, grown) = unsafe { (&(*node).next, &(*node).grown) };
         if !self.last_final {
-            // MUTANT grown_before_link (test-only, `--cfg packetpipe_mutant="grown_before_link"`):
-            // the count is loaded before the link, so growth stored just before a node was linked
-            // after this one is missed, and the node is moved past with bytes still to come.
-            #[cfg(packetpipe_mutant = "grown_before_link")]
-            let early = grown.load(Ordering::Acquire);
             // The link first: a node linked after this one means its count is final, and the
             // Acquire load of the link makes that final count visible to the load below.
             let linked = !next.load(Ordering::Acquire).is_null();
             let count = grown.load(Ordering::Acquire);
-            #[cfg(packetpipe_mutant = "grown_before_link")]
-            let count = early;
             if !linked && count & GROWN_FINAL == 0 {
                 return true;
             }
@@ -643,11 +622,6 @@ impl Consumer {
     /// Whether the first node, consumed entirely, must stay (the last node, which may grow).
     #[inline]
     fn keep_front(&mut self, front_len: u64) -> bool {
-        // MUTANT pop_growing_last (test-only, `--cfg packetpipe_mutant="pop_growing_last"`): the
-        // last node is moved past once consumed although it may grow; its growth is then lost.
-        if cfg!(packetpipe_mutant = "pop_growing_last") {
-            return false;
-        }
         front_len == self.available() && self.last_may_grow()
     }
 

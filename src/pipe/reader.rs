@@ -152,6 +152,13 @@ pub struct PipeReader {
 }
 
 impl PipeReader {
+    /// Frames of at most this many bytes are copied when taken ([`take_frame`](Self::take_frame)),
+    /// larger ones shared (set with [`PipeOptions::copy_threshold`](super::PipeOptions::copy_threshold)).
+    #[inline]
+    pub(crate) fn copy_threshold(&self) -> usize {
+        self.copy_threshold
+    }
+
     pub(crate) fn new(
         queue: Consumer,
         state: Arc<PipeState>,
@@ -424,11 +431,6 @@ impl PipeReader {
                 self.compact_waiting();
             }
             self.state.waits.reader.register(cx.waker());
-            // MUTANT no_recheck (test-only, `--cfg packetpipe_mutant="no_recheck"`): sleep right
-            // after registering, without checking again; a flush in between is never seen.
-            if cfg!(packetpipe_mutant = "no_recheck") {
-                return Poll::Pending;
-            }
             registered = true;
         };
         self.end_lift();
@@ -519,10 +521,7 @@ impl PipeReader {
         // bytes flushed before it: for `read_buffer`, when every such byte has been seen; for
         // `read_at_least(n)`, when fewer than `n` arrived (they never will: a short buffer with
         // neither `is_completed` nor `is_canceled` would break that read's promise).
-        // MUTANT short_read_at_least (test-only, `--cfg packetpipe_mutant="short_read_at_least"`):
-        // the old behaviour, a short buffer with neither flag.
-        let at_least =
-            matches!(want, Want::AtLeast(_)) && !cfg!(packetpipe_mutant = "short_read_at_least");
+        let at_least = matches!(want, Want::AtLeast(_));
         if done && failed && !satisfied && (!unseen || at_least) {
             return Some(Err(self.state.writer_error()));
         }
@@ -850,11 +849,6 @@ impl PipeReader {
         self.last_len = self.last_len.map(|len| len - n as u64);
         let consumed = self.queue.consumed();
         self.examined = self.examined.max(consumed);
-        // MUTANT take_frame_no_wake (test-only, `--cfg packetpipe_mutant="take_frame_no_wake"`):
-        // taking a frame consumes bytes without telling the writer, which stays paused.
-        if cfg!(packetpipe_mutant = "take_frame_no_wake") {
-            return;
-        }
         self.note_examined(consumed);
     }
 
@@ -887,14 +881,7 @@ impl PipeReader {
             // any published count from `published` on, it still holds: no wake is due. Only this
             // reader lifts (and wakes at once when it does) or completes, so nothing else changes
             // the answer.
-            // MUTANT stale_no_wake (test-only, `--cfg packetpipe_mutant="stale_no_wake"`): skip up
-            // to the published count itself, past the point where the writer resumes.
-            let slack = if cfg!(packetpipe_mutant = "stale_no_wake") {
-                0
-            } else {
-                self.state.progress.resume_threshold
-            };
-            self.no_wake_up_to = published.saturating_sub(slack);
+            self.no_wake_up_to = published.saturating_sub(self.state.progress.resume_threshold);
         }
     }
 
@@ -929,15 +916,6 @@ impl PipeReader {
         if let Some(error) = error {
             self.state.set_reader_error(error);
             word |= FAILED;
-        }
-        // MUTANT done_flag_first (test-only, `--cfg packetpipe_mutant="done_flag_first"`): the
-        // flag goes out before the word, so a writer that sees it can load a word without `DONE`
-        // and report a flush after the completion as not completed.
-        if cfg!(packetpipe_mutant = "done_flag_first") {
-            self.state
-                .progress
-                .reader_done
-                .store(true, Ordering::SeqCst);
         }
         self.state.reader.store(word, Ordering::SeqCst);
         // After the word: a writer that sees the flag finds `DONE` (and the error) in the word.

@@ -169,11 +169,6 @@ impl PipeCanceler {
             .progress
             .cancel_read
             .store(true, Ordering::SeqCst);
-        // MUTANT cancel_no_wake (test-only, `--cfg packetpipe_mutant="cancel_no_wake"`): the flag
-        // is set but a reader already asleep is not woken.
-        if cfg!(packetpipe_mutant = "cancel_no_wake") {
-            return;
-        }
         self.state.waits.reader.wake();
     }
 

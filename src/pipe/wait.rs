@@ -32,10 +32,6 @@ impl WaitCell {
             let mut slot = lock(&self.waker);
             match &*slot {
                 Some(current) if current.will_wake(waker) => {}
-                // MUTANT stale_waker (test-only, `--cfg packetpipe_mutant="stale_waker"`): keep the
-                // first waker registered; a future dropped while waiting and a new one polled with
-                // another waker is then never woken.
-                Some(_) if cfg!(packetpipe_mutant = "stale_waker") => {}
                 _ => *slot = Some(waker.clone()),
             }
         }

@@ -9,9 +9,8 @@ use super::blocking::block_on;
 use super::queue::Producer;
 use super::state::{PipeCanceler, PipeState, COUNT, DONE, FAILED};
 use super::transport::Deliver;
-use crate::block::ParkedWriter;
 use crate::error::{Error, SharedError};
-use crate::packet::{Packet, PacketBuf};
+use crate::packet::{Packet, PacketBuf, ParkedBuf};
 use crate::pool::Pool;
 use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
@@ -96,7 +95,7 @@ enum WriteBuf {
     Active(PacketBuf),
     /// The buffer between a flush and the next write, its reference parked in the queue so an idle
     /// reader can send the block home (`block::ParkingSlot`).
-    Parked(ParkedWriter),
+    Parked(ParkedBuf),
     /// The reader has completed: scratch space for the `buffer_mut` call being served (writes
     /// into it are discarded); freed by the writer's next call, so discarded writes hold nothing.
     Discard(Box<[u8]>),
@@ -336,13 +335,6 @@ impl PipeWriter {
             }
             // Announce the wait, then check again: the reader may have advanced in between.
             self.state.waits.writer.register(cx.waker());
-            // MUTANT no_recheck_flush (test-only, `--cfg packetpipe_mutant="no_recheck_flush"`):
-            // pause right after registering, without checking again; an advance in between that
-            // brought the reader below the resume threshold is never seen.
-            if cfg!(packetpipe_mutant = "no_recheck_flush") {
-                self.paused = true;
-                return Poll::Pending;
-            }
             registered = true;
             self.paused = true;
         }
@@ -738,7 +730,7 @@ impl PipeWriter {
             };
             debug_assert!(buf.is_empty(), "sealed before parking");
             let credits = std::mem::take(&mut self.seal_credits);
-            self.buf = WriteBuf::Parked(self.queue.park_tail(buf.into_writer(), credits));
+            self.buf = WriteBuf::Parked(self.queue.park_tail(buf, credits));
             self.handed_out = 0;
         }
     }
@@ -750,8 +742,8 @@ impl PipeWriter {
             let WriteBuf::Parked(parked) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
                 unreachable!("matched above")
             };
-            if let Some((writer, credits)) = self.queue.reclaim_tail(parked) {
-                self.buf = WriteBuf::Active(PacketBuf::from_writer(writer));
+            if let Some((buf, credits)) = self.queue.reclaim_tail(parked) {
+                self.buf = WriteBuf::Active(buf);
                 self.seal_credits = credits;
             } else {
                 self.queue.forget_growth();
@@ -865,11 +857,11 @@ const DISCARD_SCRATCH: usize = 16 << 10;
 /// Scratch space of `len` bytes for a write the reader will never see: the same limit and the
 /// same allocation failure as a live reader's `buffer_mut` (an error, never an abort).
 fn discard_scratch(len: usize) -> Result<Box<[u8]>, Error> {
-    if len > crate::block::MAX_CAPACITY {
+    if len > crate::packet::MAX_CAPACITY {
         return Err(Error::RequestTooLarge {
             requested: len,
             headroom: 0,
-            limit: crate::block::MAX_CAPACITY,
+            limit: crate::packet::MAX_CAPACITY,
         });
     }
     let mut scratch = Vec::new();

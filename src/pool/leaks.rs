@@ -13,7 +13,7 @@ use std::fmt;
 use std::panic::Location;
 use std::time::{Duration, Instant};
 
-use crate::block::Window;
+use super::Window;
 use crate::sync::{lock, Mutex};
 
 /// What a packet's block was last used for, as [`OutstandingBlock::last_use`] records it.

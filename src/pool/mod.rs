@@ -5,7 +5,7 @@
 //! 128, 160, ... A request gets the smallest class that holds it, so a block is at most 25% larger
 //! than asked for (at most 20% of it unused; a power-of-two class leaves up to half).
 //!
-//! A [`Pool`] hands out [`PacketBuf`]s backed by pooled blocks. When the last packet referring to a
+//! A [`Pool`] hands out [`PacketBuf`](crate::PacketBuf)s backed by pooled blocks. When the last packet referring to a
 //! block drops, the block goes back to the dropping thread's cache; caches exchange whole magazines
 //! of blocks with a shared depot, so one thread that rents and another that returns (the pipe's
 //! pattern) reach a steady state with no fresh allocations and no lock on the common path.
@@ -40,12 +40,9 @@ pub use stats::PoolStats;
 pub(crate) use leaks::note_use;
 
 pub(crate) use shared::PoolShared;
-pub(crate) use stats::bump_class;
-pub(crate) use thread_cache::{class_slot, ThreadCache};
 
-use crate::block::{FreeBlock, MAX_CAPACITY, UNPOOLED};
+use crate::block::{self, Recycle, MAX_CAPACITY, UNPOOLED};
 use crate::error::Error;
-use crate::packet::{OwnedPacket, PacketBuf};
 use crate::sync::Arc;
 use shared::{Config, MIN_CLASS_SIZE};
 use stats::bump_shared;
@@ -143,35 +140,11 @@ impl Pool {
         GLOBAL.get_or_init(Pool::new)
     }
 
-    /// Rent a writable buffer of at least `size` bytes (the class size, for pooled sizes).
-    ///
-    /// Errors: `size == 0`, a size no allocation can have, or the allocator refusing the memory.
-    ///
-    /// ```
-    /// let pool = packetpipe::Pool::new();
-    /// assert!(pool.rent(0).is_err());
-    /// assert!(pool.rent(usize::MAX).is_err());
-    /// assert_eq!(pool.rent(100).unwrap().capacity(), 112); // the class of 1.75 x 64 B
-    /// ```
+    /// Rent a writer of a block with `headroom` bytes free in front and at least `size` bytes after
+    /// it (what `Pool::rent_with_headroom`, in `packet`, wraps into a `PacketBuf`).
     #[inline(always)]
     #[track_caller]
-    pub fn rent(&self, size: usize) -> Result<PacketBuf, Error> {
-        self.rent_with_headroom(0, size)
-    }
-
-    /// Rent a buffer with `headroom` bytes reserved in front for [`PacketBuf::prepend`], and at
-    /// least `size` bytes after it.
-    ///
-    /// ```
-    /// let pool = packetpipe::Pool::new();
-    /// let mut buf = pool.rent_with_headroom(4, 60).unwrap();
-    /// buf.extend_from_slice(b"body").unwrap();
-    /// buf.prepend(&4u32.to_be_bytes()).unwrap();
-    /// assert_eq!(&buf[..], b"\0\0\0\x04body");
-    /// ```
-    #[inline(always)]
-    #[track_caller]
-    pub fn rent_with_headroom(&self, headroom: usize, size: usize) -> Result<PacketBuf, Error> {
+    pub(crate) fn rent_writer(&self, headroom: usize, size: usize) -> Result<Writer, Error> {
         if size == 0 {
             return Err(Error::ZeroSizeRequest);
         }
@@ -184,7 +157,7 @@ impl Pool {
             });
         }
         let block = self.rent_block(headroom + size)?;
-        Ok(PacketBuf::from_writer(block.into_writer(headroom)))
+        Ok(block.into_writer(headroom))
     }
 
     // `track_caller` down to the slow paths, which record the rent site for a pool that tracks
@@ -211,22 +184,6 @@ impl Pool {
             leaks.rented(block.addr(), size, std::panic::Location::caller());
         }
         Ok(block)
-    }
-
-    /// Copy `data` into a fitted pooled buffer and seal it.
-    ///
-    /// ```
-    /// let pool = packetpipe::Pool::new();
-    /// let packet = pool.copy_from_slice(b"frame").unwrap();
-    /// assert_eq!(&packet[..], b"frame");
-    /// ```
-    #[inline(always)]
-    #[track_caller]
-    pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
-        let mut buf = self.rent(data.len().max(1))?;
-        buf.extend_from_slice(data)?;
-        // Not a use of its own for leak tracking: the rent site is this call.
-        Ok(buf.freeze_untracked())
     }
 
     /// A snapshot of the pool's counters.
@@ -403,6 +360,44 @@ impl std::fmt::Debug for PoolMonitor {
         f.debug_struct("PoolMonitor")
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+/// The block types as the crate uses them: a block's home is its pool's shared state.
+pub(crate) type FreeBlock = block::FreeBlock<PoolShared>;
+/// A stack of a pool's free blocks (a magazine).
+pub(crate) type FreeStack = block::FreeStack<PoolShared>;
+/// The writable handle to a pooled block (behind `PacketBuf`).
+pub(crate) type Writer = block::Writer<PoolShared>;
+/// A counted view of a pooled block (behind `OwnedPacket`).
+pub(crate) type Window = block::Window<PoolShared>;
+/// Drops a run of windows of one pooled block with one decrement.
+pub(crate) type ReleaseBatch = block::ReleaseBatch<PoolShared>;
+/// Where a writer parks its pooled block's reference between writes.
+pub(crate) type ParkingSlot = block::ParkingSlot<PoolShared>;
+/// What a writer keeps while its block's reference is parked.
+pub(crate) type ParkedWriter = block::ParkedWriter<PoolShared>;
+
+/// A block goes home to its pool: the return path's one call is [`recycle`], static.
+impl Recycle for PoolShared {
+    #[inline(always)]
+    fn recycle(block: FreeBlock) {
+        recycle(block);
+    }
+
+    #[inline]
+    fn map_from(&self) -> usize {
+        self.config.map_from
+    }
+
+    #[inline]
+    fn note_allocated(&self, capacity: usize) {
+        PoolShared::note_allocated(self, capacity);
+    }
+
+    #[inline]
+    fn note_freed(&self, capacity: usize) {
+        PoolShared::note_freed(self, capacity);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::leaks::LeakTable;
 use super::stats::{bump_shared, PoolStats, Slot, StatsSlot, ThreadSlot};
-use crate::block::{FreeBlock, FreeStack};
+use super::{FreeBlock, FreeStack};
 use std::time::{Duration, Instant};
 
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -313,16 +313,8 @@ impl PoolShared {
         if magazine.is_empty() {
             return 0;
         }
-        // MUTANT close_check_unlocked (test-only, `--cfg packetpipe_mutant="close_check_unlocked"`):
-        // "closed" is read before the lock is taken, so `close` can set it and drain the depot in
-        // between, and the magazine is stranded in a closed pool's depot: its blocks are never
-        // freed (they keep the shared state alive, a leak). loom-tests/tests/pool_close.rs
-        // catches it.
-        #[cfg(packetpipe_mutant = "close_check_unlocked")]
-        let closed = self.is_closed();
         let mut depot = lock(&self.depots[class]);
         // Checked under the lock so `close`, which drains under the same lock, cannot miss it.
-        #[cfg(not(packetpipe_mutant = "close_check_unlocked"))]
         let closed = self.is_closed();
         // The bound is checked and the bytes reserved in one atomic step: each class has its own
         // lock, so a separate load and add would let two classes pass the check together and

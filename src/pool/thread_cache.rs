@@ -34,7 +34,7 @@
 //! runs inline, with no call (rent) or one call (return, `pool::recycle`), in 20-30 instructions
 //! each: the thread-local's address (a `const` thread-local with no destructor, so no
 //! lazy-initialization check), one compare of the pool with the key of the hot cache's shelf
-//! (`block::Shelf`: the hot cache sits there, outside the `RefCell` the other caches are in, so
+//! (`Shelf`: the hot cache sits there, outside the `RefCell` the other caches are in, so
 //! this compare is also the borrow check), the close notice on a return (through the hot cache's
 //! own clone of it), the class's magazine (a fixed table of `CLASS_SLOTS` entries indexed with a
 //! mask, no bounds check), the pop or push, and one counter on the thread's statistics slot (the
@@ -48,7 +48,8 @@ use std::cell::RefCell;
 
 use super::shared::{CloseNotice, PoolShared};
 use super::stats::{bump, bump_class, bump_shared, unbump, Slot};
-use crate::block::{FreeBlock, FreeStack, Shelf, UNPOOLED};
+use super::{FreeBlock, FreeStack};
+use crate::block::UNPOOLED;
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
@@ -69,26 +70,26 @@ const _: () = assert!(class_slot(UNPOOLED as usize) == CLASS_SLOTS - 1);
 
 /// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
 /// fast paths touch only this, and 32 bytes index with one shift).
-pub(crate) struct Magazines {
-    pub(crate) loaded: FreeStack,
+struct Magazines {
+    loaded: FreeStack,
     capacity: usize,
     /// Blocks the fast return path may put in `loaded`: `capacity`, or 0 for a pool that clears
     /// returned blocks (its returns all take the slow path, which clears them), so the fast path
     /// tests one number for both.
-    pub(crate) fast_capacity: usize,
+    fast_capacity: usize,
 }
 
 /// One thread's cache for one pool. The fields the fast paths read are `pub(crate)` for
-/// `block::Shelf`, which runs them.
+/// `Shelf`, which runs them.
 pub(crate) struct ThreadCache {
-    pub(crate) pool: Arc<PoolShared>,
-    pub(crate) slot: Arc<Slot>,
+    pool: Arc<PoolShared>,
+    slot: Arc<Slot>,
     /// Indexed by [`class_slot`]; the entries past the pool's classes stay empty with no room.
-    pub(crate) classes: Box<[Magazines; CLASS_SLOTS]>,
+    classes: Box<[Magazines; CLASS_SLOTS]>,
     /// Each class's second magazine, swapped with `loaded` when that runs empty or full.
     spares: Box<[FreeStack]>,
     /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast return.
-    pub(crate) notice: CloseNotice,
+    notice: CloseNotice,
     /// The byte cap (`PoolBuilder::max_thread_cache_bytes`), kept by the slow paths alone: a class
     /// may fill a loaded magazine only once it holds a *grant* of its full magazine's bytes, and a
     /// spare is kept only when its bytes fit too. `reserved` is the granted bytes plus the spares'
@@ -464,7 +465,7 @@ impl Drop for ThreadCaches {
     }
 }
 
-/// This thread's caches: the hot one on the shelf (`block::Shelf`, where the fast paths reach it
+/// This thread's caches: the hot one on the shelf (`Shelf`, where the fast paths reach it
 /// without a borrow flag), the others, and the hot one while a slow path has it out, in the
 /// `RefCell` (`with_caches`).
 struct Store {
@@ -719,4 +720,140 @@ pub(crate) fn sweep_closed() {
         caches.sweep();
         Some(())
     });
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/// Where a thread keeps the cache of the pool it used last (its *hot* cache), reachable by the
+/// pool's fast rent and return without a borrow flag.
+///
+/// A `RefCell` around the thread's caches costs every rent and every return a flag test, a store
+/// and a restore; and the pool pointer compare that finds the hot cache comes on top. Here the
+/// compare is the borrow: `key` holds the hot cache's pool key ([`pool_key`]) while the cache is on
+/// the shelf, [`EMPTY`] while it is not (no hot cache, or a slow path has it out). [`pop`](Self::pop) and
+/// [`push`](Self::push) touch the cache only when the caller's pool key equals `key`, and they run
+/// no code that could reach the shelf again: field reads and writes, a [`FreeStack`] pop or push
+/// (no drop, no panic) and the owner-only statistics stores ([`bump`], [`unbump`]: one Relaxed load
+/// and store each). Everything else ([`take`](Self::take), [`put`](Self::put)) moves the cache out
+/// or in by value, dropping nothing, so no destructor runs while the cell is accessed.
+///
+/// The shelf invariant: `cache` is accessed only inside this type's methods, each of which holds its
+/// reference only for its own duration and calls nothing that can reach the same shelf; `key` is
+/// [`EMPTY`] when `cache` is `None`, else the key of the cache's pool. The shelf is `!Sync` (it is
+/// a thread-local), so no other thread sees it.
+///
+/// No drop glue (the cache is in a `ManuallyDrop`): a thread-local holding it needs no destructor
+/// and so no "initialized yet?" check on each access. Whoever owns the thread-local takes the
+/// cache out at thread exit (`pool::thread_cache`).
+struct Shelf {
+    key: std::cell::Cell<usize>,
+    cache: std::cell::UnsafeCell<std::mem::ManuallyDrop<Option<ThreadCache>>>,
+}
+
+/// The key of an empty shelf: no pool has it. A pool's `Arc` pointer is aligned to 8 at least (the
+/// pool holds `usize`s), so its key, that address less 16, is a multiple of 8 and never this.
+const EMPTY: usize = usize::MAX;
+
+/// The key the shelf compares: the pool's address, less 16 (the `Arc` counts in front of the
+/// value in std's layout), so that comparing a pool's `Arc` with a key folds into one compare of
+/// the `Arc`'s own pointer. Any constant would be correct (keys are compared with keys), only this
+/// one saves the add; no address is dereferenced.
+#[inline(always)]
+fn pool_key(pool: &Arc<PoolShared>) -> usize {
+    (Arc::as_ptr(pool) as usize).wrapping_sub(16)
+}
+
+impl Shelf {
+    const fn new() -> Shelf {
+        Shelf {
+            key: std::cell::Cell::new(EMPTY),
+            cache: std::cell::UnsafeCell::new(std::mem::ManuallyDrop::new(None)),
+        }
+    }
+
+    /// Take the cache off the shelf (the slow paths work on it as part of all the thread's
+    /// caches); the fast paths miss until it is put back.
+    #[inline]
+    fn take(&self) -> Option<ThreadCache> {
+        self.key.set(EMPTY);
+        // SAFETY: the shelf invariant: no other reference to `cache` exists while this method runs; the
+        // cache is moved out, nothing is dropped.
+        unsafe { (*self.cache.get()).take() }
+    }
+
+    /// Put `cache` on the shelf as the hot cache; returns what was there (nothing, when the slow
+    /// paths take before they put), for the caller to drop.
+    #[inline]
+    fn put(&self, cache: ThreadCache) -> Option<ThreadCache> {
+        let key = pool_key(&cache.pool);
+        // SAFETY: the shelf invariant, as in `take`; the previous cache is moved out, not dropped.
+        let previous = unsafe { (*self.cache.get()).replace(cache) };
+        self.key.set(key);
+        previous
+    }
+
+    /// The hot cache, if it is the one of the pool with key `key`.
+    ///
+    /// # Safety
+    ///
+    /// `key` comes from [`pool_key`]. The caller (`pop`, `push`) holds the returned reference only
+    /// for the rest of its own body and calls nothing that can reach this shelf meanwhile
+    /// (the shelf invariant).
+    // A `&mut` from `&self` is what a cell hands out; exclusivity is the caller's side of the
+    // contract above (the shelf invariant), which is why this is an `unsafe fn`.
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn hot(&self, key: usize) -> Option<&mut ThreadCache> {
+        if self.key.get() != key {
+            return None;
+        }
+        // SAFETY: `key` is a pool's key, never `EMPTY`, and it matched, so `cache` is `Some`
+        // (the shelf invariant); the caller keeps the reference to itself (see above). Unchecked: the key
+        // compare is the only test the fast paths make.
+        Some(unsafe { (*self.cache.get()).as_mut().unwrap_unchecked() })
+    }
+
+    /// The fast rent: a block of `class` from the loaded magazine of `pool`'s cache, if `pool`'s
+    /// cache is on the shelf and the magazine is not empty. Counts one rent; the block's bytes
+    /// leave the cache.
+    ///
+    /// No close-notice check here (the fast return makes it): `pool` is open (the caller rents
+    /// through a handle), so the notice can only be about other pools' caches, and a thread that
+    /// only rents reaches the slow path, which sweeps, at least once per magazine.
+    #[inline(always)]
+    fn pop(&self, pool: &Arc<PoolShared>, class: usize) -> Option<FreeBlock> {
+        // SAFETY: `cache` is used only in this method, which calls only field accesses, a
+        // `FreeStack` pop and the statistics stores (the shelf invariant).
+        let cache = unsafe { self.hot(pool_key(pool)) }?;
+        let slot = class_slot(class);
+        let block = cache.classes[slot].loaded.pop()?;
+        // One count for the rent and the bytes that left the cache (see `pool::stats`).
+        bump_class(&cache.slot.class_rents[slot]);
+        Some(block)
+    }
+
+    /// The fast return: into the loaded magazine of the block's pool's cache if that cache is on
+    /// the shelf, no pool closed since the last sweep, and the magazine has room (a pool that
+    /// clears returned blocks has none: `fast_capacity` 0). Else the block comes back. An unpooled
+    /// block comes back too: its class, `UNPOOLED`, indexes the table's last entry, which has no
+    /// room.
+    #[inline(always)]
+    fn push(&self, block: FreeBlock) -> Result<(), FreeBlock> {
+        // SAFETY: as in `pop`: field accesses, a `FreeStack` push, the statistics stores.
+        let Some(cache) = (unsafe { self.hot(pool_key(block.pool())) }) else {
+            return Err(block);
+        };
+        if cache.notice.load(Ordering::Relaxed) {
+            return Err(block);
+        }
+        let slot = class_slot(usize::from(block.class()));
+        let mags = &mut cache.classes[slot];
+        if mags.loaded.len() >= mags.fast_capacity {
+            return Err(block);
+        }
+        // One count for the return and the bytes that entered the cache (see `pool::stats`).
+        bump_class(&cache.slot.class_returns[slot]);
+        mags.loaded.push(block);
+        Ok(())
+    }
 }
