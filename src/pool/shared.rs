@@ -441,7 +441,9 @@ impl PoolShared {
             stats.add_thread_slot(&entry.slot, &self.config);
         }
         stats.add_counts(&self.shared_counts);
-        stats.retained_bytes += self.depot_bytes.load(Ordering::Relaxed) as u64;
+        stats.retained_bytes = stats
+            .retained_bytes
+            .saturating_add(self.depot_bytes.load(Ordering::Relaxed) as u64);
         stats.closed = self.is_closed();
         stats.evictions = self.eviction.evicted_blocks.load(Ordering::Relaxed);
         stats.evicted_bytes = self.eviction.evicted_bytes.load(Ordering::Relaxed);

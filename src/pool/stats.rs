@@ -174,11 +174,25 @@ impl ThreadSlot {
 
 pub(crate) type Slot = CachePadded<ThreadSlot>;
 
+/// A thread cache's level as another thread reads it. The owner updates the level and the class
+/// counts one after the other with relaxed stores, so a reader on another thread may see one
+/// without the other: the wrapped sum then stands for a "negative" level, which counts as
+/// empty. Once the owner is quiet (or has exited) the level is exact.
+fn cache_level(level: u64) -> u64 {
+    if level > i64::MAX as u64 {
+        0
+    } else {
+        level
+    }
+}
+
 impl PoolStats {
     /// Add the counters with no class part (the pool's shared counts).
     pub(crate) fn add_counts(&mut self, slot: &StatsSlot) {
         self.add_events(slot);
-        self.retained_bytes += slot.cached_bytes.load(Ordering::Relaxed);
+        self.retained_bytes = self
+            .retained_bytes
+            .saturating_add(cache_level(slot.cached_bytes.load(Ordering::Relaxed)));
     }
 
     /// Add a thread's slot, its class counts included.
@@ -189,10 +203,11 @@ impl PoolStats {
         self.returns += returns;
         // The slow paths' level plus the class counts' bytes (either may be "negative" alone,
         // hence wrapping; their sum is what the cache holds).
-        self.retained_bytes += slot
+        let level = slot
             .cached_bytes
             .load(Ordering::Relaxed)
             .wrapping_add(class_bytes);
+        self.retained_bytes = self.retained_bytes.saturating_add(cache_level(level));
     }
 
     /// The event counters of a slot: everything but the cached bytes.
@@ -203,5 +218,35 @@ impl PoolStats {
         self.fresh_allocations += get(&slot.fresh);
         self.unpooled_allocations += get(&slot.unpooled);
         self.frees += get(&slot.frees);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot taken while a thread moves a magazine can see the class counts of the move
+    /// without its level (or the other way round); that reads as empty, never as an overflow.
+    #[test]
+    fn a_slot_read_mid_update_counts_as_empty() {
+        let config = Config::new(4, 12, 32, 256 * 1024, 0, 4 << 20, false);
+        let slot = ThreadSlot::default();
+        // Two blocks of the smallest class rented from the cache, the level not yet raised.
+        bump_class(&slot.class_rents[0]);
+        bump_class(&slot.class_rents[0]);
+        let mut stats = PoolStats::default();
+        stats.add_thread_slot(&slot, &config);
+        stats.add_thread_slot(&slot, &config);
+        assert_eq!(stats.retained_bytes, 0);
+        assert_eq!(stats.rents, 4);
+        // The owner raises the level: the slot holds nothing, exactly.
+        slot.set_cached_bytes(0, &config);
+        let mut stats = PoolStats::default();
+        stats.add_thread_slot(&slot, &config);
+        assert_eq!(stats.retained_bytes, 0);
+        slot.set_cached_bytes(3 * 16, &config);
+        let mut stats = PoolStats::default();
+        stats.add_thread_slot(&slot, &config);
+        assert_eq!(stats.retained_bytes, 48);
     }
 }
