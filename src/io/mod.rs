@@ -103,6 +103,8 @@ mod pumped;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 mod transport;
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+pub mod uring;
 
 pub use connection::{
     Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
