@@ -435,7 +435,7 @@ impl Driver {
         let mut i = 0;
         while i < self.cqes.len() {
             let (data, res, flags) = self.cqes[i];
-            self.complete(data, res, flags, serve.as_mut().map(|serve| &mut **serve));
+            self.complete(data, res, flags, serve.as_deref_mut());
             i += 1;
         }
         self.cqes.clear();
@@ -668,10 +668,9 @@ impl Driver {
         }
         match packet {
             Some(Ok(packet)) => {
-                if !conn.input_done && conn.input.append(packet).is_err() {
-                    // The application dropped its reader: nothing more is read.
-                    conn.input_done = true;
-                }
+                // An append that fails: the application dropped its reader; nothing more is read.
+                let dropped = !conn.input_done && conn.input.append(packet).is_err();
+                conn.input_done |= dropped;
             }
             Some(Err(e)) => fail_input(conn, e),
             None if res == 0 => {
