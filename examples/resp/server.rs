@@ -110,7 +110,9 @@ pub fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     if config.uring && flavor != Flavor::Pipe {
-        return Err(std::io::Error::other("--transport uring serves packetpipe's pipes only"));
+        return Err(std::io::Error::other(
+            "--transport uring serves packetpipe's pipes only",
+        ));
     }
     #[cfg(all(feature = "io-uring", target_os = "linux"))]
     if config.uring {
