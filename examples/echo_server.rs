@@ -3,15 +3,18 @@
 //! and one vectored write.
 //!
 //! ```text
-//! cargo run --release --features tokio --example echo_server -- [ADDR]
+//! cargo run --release --features tokio --example echo_server -- [ADDR] [--transport epoll|uring]
 //! ```
 //!
 //! Listens on ADDR (default `127.0.0.1:7000`), prints `listening on ADDR` once it accepts, and
-//! echoes until killed. `examples/echo_load.rs` measures it against a tokio-util `Framed` echo
+//! echoes until killed. `--transport uring` (feature `io-uring`) serves the connections on an
+//! io_uring driver: the kernel receives into pooled blocks, the same codec and `forward` echo
+//! them; where io_uring is unavailable it says so and serves on epoll. `examples/echo_load.rs` measures it against a tokio-util `Framed` echo
 //! server.
 #![forbid(unsafe_code)]
 
-use packetpipe::frame::{FrameError, Framed, LengthDelimited};
+use packetpipe::frame::{FrameError, FrameWriter, Framed, Frames, LengthDelimited};
+use packetpipe::io::DuplexPipe;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Echo every frame `socket` sends until it closes, then close: reading a frame reads the socket
@@ -27,10 +30,44 @@ pub async fn serve(socket: TcpStream) -> Result<(), FrameError> {
     out.close().await // the client is done: so are we
 }
 
+/// The same echo over a connection's pipes, whichever transport fills and drains them.
+pub async fn serve_pipes(pipe: DuplexPipe) -> Result<(), FrameError> {
+    let codec = LengthDelimited::builder()
+        .max_frame_length(1 << 20)
+        .new_codec();
+    let mut frames = Frames::new(pipe.reader, codec.clone());
+    let mut out = FrameWriter::new(pipe.writer, codec);
+    out.forward(&mut frames).await?;
+    out.close().await
+}
+
 fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:7000".into());
+    let mut args = std::env::args().skip(1);
+    let (mut addr, mut uring) = ("127.0.0.1:7000".to_string(), false);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--transport" => uring = args.next().as_deref() == Some("uring"),
+            _ => addr = arg,
+        }
+    }
+    if uring {
+        #[cfg(all(feature = "io-uring", target_os = "linux"))]
+        match packetpipe::io::uring::Driver::new() {
+            Ok(mut driver) => {
+                let listener = std::net::TcpListener::bind(&addr)?;
+                println!("listening on {} (io_uring)", listener.local_addr()?);
+                driver.listen(listener)?;
+                return driver.run(|pipe| async {
+                    if let Err(e) = serve_pipes(pipe).await {
+                        eprintln!("connection ended with {e}");
+                    }
+                });
+            }
+            Err(e) => eprintln!("io_uring is unavailable ({e}): serving on epoll"),
+        }
+        #[cfg(not(all(feature = "io-uring", target_os = "linux")))]
+        eprintln!("built without the io-uring feature: serving on epoll");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -2,7 +2,8 @@
 //! trips, `redis-benchmark` with pipelining (every request answered) and with 1 MB values, replies
 //! byte for byte the same as `redis-server`'s, garbage answered with `-ERR` on a connection that
 //! stays up, and a request above the maximum closing its connection. Both servers (packetpipe and
-//! tokio-util) run in-process on a free loopback port; `redis-server` runs as a child process on
+//! tokio-util) run in-process on a free loopback port, packetpipe's also on the io_uring driver
+//! (feature `io-uring`) for the real-client tests; `redis-server` runs as a child process on
 //! another.
 //!
 //! Needs Debian's `redis-tools` and `redis-server` (`.ci/run` installs them): without the
@@ -21,6 +22,41 @@ use resp::server::{Flavor, ServerHandle};
 use resp::Config;
 
 const FLAVORS: [Flavor; 2] = [Flavor::Pipe, Flavor::TokioUtil];
+
+/// The packetpipe server's transports: tokio's epoll reactor, and (feature `io-uring`) the
+/// io_uring driver. Where io_uring is unavailable the server falls back to epoll and says so;
+/// under `PACKETPIPE_REQUIRE_URING` (CI) that is a failure instead.
+fn pipe_transports() -> Vec<Config> {
+    let mut configs = vec![Config::default()];
+    // Under valgrind (scripts/valgrind.sh) the example's driver waits unbounded for completions,
+    // which valgrind's one-thread-at-a-time scheduling can stall: the native run covers it.
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    if std::env::var_os("PACKETPIPE_UNDER_VALGRIND").is_none() {
+        match packetpipe::io::uring::Driver::new() {
+            Ok(_) => configs.push(Config {
+                uring: true,
+                ..Config::default()
+            }),
+            Err(e) if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_some() => {
+                panic!("io_uring is required (PACKETPIPE_REQUIRE_URING) but unavailable: {e}")
+            }
+            Err(e) => eprintln!("io_uring unavailable ({e}): the io_uring server is not tested"),
+        }
+    }
+    configs
+}
+
+/// Every server: both flavors on epoll, and the packetpipe server on io_uring.
+fn servers() -> Vec<(Flavor, Config)> {
+    let mut servers: Vec<_> = FLAVORS.iter().map(|&f| (f, Config::default())).collect();
+    servers.extend(
+        pipe_transports()
+            .into_iter()
+            .skip(1)
+            .map(|c| (Flavor::Pipe, c)),
+    );
+    servers
+}
 
 fn require(binary: &str) {
     let found = Command::new(binary)
@@ -216,10 +252,10 @@ impl Drop for TempDir {
 #[test]
 fn redis_cli_round_trips() {
     require("redis-cli");
-    for flavor in FLAVORS {
-        let server = ServerHandle::start(flavor, Config::default());
+    for (flavor, config) in servers() {
+        let server = ServerHandle::start(flavor, config);
         let cli = |args: &[&str]| redis_cli(server.addr, args);
-        assert_eq!(cli(&["PING"]), "PONG\n", "{flavor:?}");
+        assert_eq!(cli(&["PING"]), "PONG\n", "{flavor:?} {config:?}");
         assert_eq!(cli(&["SET", "greeting", "hello world"]), "OK\n");
         assert_eq!(cli(&["GET", "greeting"]), "hello world\n");
         assert_eq!(cli(&["INCR", "counter"]), "1\n");
@@ -262,7 +298,13 @@ fn redis_cli_round_trips() {
 #[test]
 fn redis_benchmark_gets_every_request_answered() {
     require("redis-benchmark");
-    let server = ServerHandle::start(Flavor::Pipe, Config::default());
+    for config in pipe_transports() {
+        redis_benchmark_answered(config);
+    }
+}
+
+fn redis_benchmark_answered(config: Config) {
+    let server = ServerHandle::start(Flavor::Pipe, config);
     let mut command = Command::new("redis-benchmark");
     command
         .args(["-h", "127.0.0.1", "-p", &server.addr.port().to_string()])
@@ -302,7 +344,13 @@ fn redis_benchmark_gets_every_request_answered() {
 #[test]
 fn redis_benchmark_with_one_megabyte_values() {
     require("redis-benchmark");
-    let server = ServerHandle::start(Flavor::Pipe, Config::default());
+    for config in pipe_transports() {
+        one_megabyte_values(config);
+    }
+}
+
+fn one_megabyte_values(config: Config) {
+    let server = ServerHandle::start(Flavor::Pipe, config);
     let mut command = Command::new("redis-benchmark");
     command
         .args(["-h", "127.0.0.1", "-p", &server.addr.port().to_string()])
@@ -485,6 +533,7 @@ fn a_request_above_the_maximum_closes_the_connection() {
             flavor,
             Config {
                 max_request: 1 << 20,
+                ..Config::default()
             },
         );
         let mut client = Client::connect(server.addr);

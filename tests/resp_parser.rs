@@ -200,7 +200,10 @@ fn one_byte_per_segment() {
 
 #[test]
 fn a_request_above_the_maximum_is_fatal_after_the_ones_before_it() {
-    let config = Config { max_request: 1000 };
+    let config = Config {
+        max_request: 1000,
+        ..Config::default()
+    };
     let stream = b"*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000\r\n";
     let (mut writer, reader) = pipe_with(PipeOptions::new());
     writer.write_slice(stream).unwrap();

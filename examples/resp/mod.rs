@@ -33,18 +33,23 @@ pub struct Config {
     /// connection with an error (default 512 MiB, Redis's `proto-max-bulk-len`; twice that is
     /// Redis's `client-query-buffer-limit`, 1 GiB).
     pub max_request: usize,
+    /// Serve the connections on an io_uring driver (`--transport uring`, feature `io-uring`)
+    /// instead of tokio's epoll reactor.
+    pub uring: bool,
 }
 
 impl Default for Config {
     fn default() -> Config {
         Config {
             max_request: parse::DEFAULT_MAX_REQUEST,
+            uring: false,
         }
     }
 }
 
 impl Config {
-    /// `[ADDR] [--max-request BYTES]` from the command line; the address defaults to
+    /// `[ADDR] [--max-request BYTES] [--transport epoll|uring]` from the command line; the
+    /// address defaults to
     /// `127.0.0.1:6380`.
     pub fn from_args() -> Result<(String, Config), String> {
         let mut addr = None;
@@ -56,9 +61,15 @@ impl Config {
                     .next()
                     .and_then(|n| n.parse().ok())
                     .ok_or("--max-request needs a number of bytes")?;
+            } else if arg == "--transport" {
+                config.uring = match args.next().as_deref() {
+                    Some("uring") => true,
+                    Some("epoll") => false,
+                    _ => return Err("--transport needs epoll or uring".into()),
+                };
             } else if arg.starts_with('-') || addr.is_some() {
                 return Err(format!(
-                    "unexpected argument {arg:?}; usage: [ADDR] [--max-request BYTES]"
+                    "unexpected argument {arg:?}; usage: [ADDR] [--max-request BYTES] [--transport epoll|uring]"
                 ));
             } else {
                 addr = Some(arg);

@@ -73,12 +73,18 @@ pub fn connection_options() -> ConnectionOptions {
 pub async fn serve(socket: TcpStream, store: Shared<PacketChain>, config: Config) {
     let _ = socket.set_nodelay(true);
     let (app, connection) = packetpipe::io::tokio::connection_with(socket, connection_options());
+    let _ = packetpipe::io::join(connection, serve_pipe(app, store, config)).await;
+}
+
+/// Serve one client's pipes, whichever transport fills and drains them (the tokio connection
+/// above, or the io_uring driver).
+pub async fn serve_pipe(app: DuplexPipe, store: Shared<PacketChain>, config: Config) {
     let DuplexPipe { reader, writer } = app;
     let transport = PipeTransport {
         requests: Frames::new(reader, RespDecoder::new(config)),
         out: PipeOut::new(writer),
     };
-    let _ = packetpipe::io::join(connection, session::run(transport, store)).await;
+    session::run(transport, store).await;
 }
 
 /// The decoder: one [`PipeBatch`] of every complete request in the pipe.

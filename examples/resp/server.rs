@@ -107,8 +107,27 @@ pub fn run(
     listener: std::net::TcpListener,
     config: Config,
     stats: Arc<Stats>,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    if config.uring && flavor != Flavor::Pipe {
+        return Err(std::io::Error::other(
+            "--transport uring serves packetpipe's pipes only",
+        ));
+    }
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    if config.uring {
+        let driver = packetpipe::io::uring::Driver::builder()
+            .connection_options(pipe_server::connection_options())
+            .build();
+        match driver {
+            Ok(driver) => return run_uring(driver, listener, config, stats, shutdown),
+            Err(e) => eprintln!("io_uring is unavailable ({e}): serving on the epoll transport"),
+        }
+    }
+    #[cfg(not(all(feature = "io-uring", target_os = "linux")))]
+    if config.uring {
+        eprintln!("built without the io-uring feature: serving on the epoll transport");
+    }
     listener.set_nonblocking(true)?;
     let (runtime, local) = local_runtime()?;
     local.block_on(&runtime, async move {
@@ -116,6 +135,27 @@ pub fn run(
         serve(flavor, listener, config, stats, shutdown).await;
         Ok(())
     })
+}
+
+/// The pipe server on an io_uring driver on this thread: every connection's session a future the
+/// driver polls, sharing one key space.
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+fn run_uring(
+    mut driver: packetpipe::io::uring::Driver,
+    listener: std::net::TcpListener,
+    config: Config,
+    stats: Arc<Stats>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    driver.listen(listener)?;
+    let handle = driver.handle();
+    // The shutdown future is awaited on a thread of its own; it stops the driver.
+    std::thread::spawn(move || {
+        futures::executor::block_on(shutdown);
+        handle.shutdown();
+    });
+    let store: Shared<packetpipe::PacketChain> = Rc::new(RefCell::new(Store::new(stats)));
+    driver.run(|pipe| pipe_server::serve_pipe(pipe, store.clone(), config))
 }
 
 /// The examples' `main`: `[ADDR] [--max-request BYTES]`, `listening on ADDR` once bound, then

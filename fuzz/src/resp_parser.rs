@@ -51,6 +51,7 @@ fn fatal(message: String) -> Outcome {
 fn config() -> Config {
     Config {
         max_request: 64 * 1024,
+        ..Config::default()
     }
 }
 

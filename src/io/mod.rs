@@ -10,10 +10,17 @@
 //! | duplex connection | [`blocking::connection`] | [`tokio::connection`] | [`futures::connection`] |
 //! | a connection and its application in one task | [`join`] | | |
 //!
+//! With feature `io-uring` (Linux), [`uring::Driver`] serves many TCP connections on one ring:
+//! the kernel receives straight into pooled blocks from a provided-buffer ring, and each loop
+//! turn submits every connection's sends in one system call; each connection's application gets
+//! a [`DuplexPipe`] as with the other transports.
+//!
 //! Layout: `transport.rs` is the inline transport's core, generic over two small traits (a read
 //! half and a write half); `tokio.rs`, `futures.rs` and `blocking.rs` each implement them for
 //! their flavor's streams; `pumped.rs` is the pumped transport over `fill.rs` and `drain.rs`;
-//! `connection.rs` holds the types the application sees.
+//! `connection.rs` holds the types the application sees; `uring/` is the io_uring driver (its own
+//! event loop rather than a flavor of the inline transport: the kernel, not the application's
+//! read, fills the input pipe).
 //!
 //! # Which `read`, `write`, `flush`?
 //!
@@ -103,6 +110,8 @@ mod pumped;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 mod transport;
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+pub mod uring;
 
 pub use connection::{
     Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,

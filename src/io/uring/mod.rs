@@ -1,0 +1,994 @@
+//! An io_uring driver: one ring serves many TCP connections on one thread, and the kernel
+//! receives straight into pooled blocks.
+//!
+//! - **Accept**: one multishot accept per listener.
+//! - **Receive**: one multishot receive per connection, from a provided-buffer ring whose
+//!   buffers are pooled blocks (`buf_ring.rs`): each completion's bytes are sealed into an
+//!   [`OwnedPacket`](crate::OwnedPacket) and appended to the connection's input pipe, no copy.
+//! - **Send**: one `SENDMSG` per connection at a time, its iovecs the output pipe's flushed
+//!   segments, consumed when the completion says how many bytes the socket took.
+//! - **One system call per loop turn**: every submission of a turn (sends, re-armed receives,
+//!   cancellations) goes to the kernel in the `io_uring_enter` that also waits for the next
+//!   completions.
+//!
+//! Each accepted connection gives the application a [`DuplexPipe`], and `serve` (the closure
+//! given to [`Driver::run`]) turns it into a future that the driver polls on its own thread,
+//! woken by the pipes: serve the connection there (inline: no thread hop between the kernel's
+//! completion and the parser), or send the pipe to another thread or task and return at once
+//! (the pipes' cross-thread path then carries the bytes, and their wakes reach this thread
+//! through an eventfd the ring reads).
+//!
+//! ```no_run
+//! use packetpipe::io::uring::Driver;
+//!
+//! let mut driver = Driver::new()?; // an error if io_uring is unavailable
+//! driver.listen(std::net::TcpListener::bind("127.0.0.1:7000")?)?;
+//! driver.run(|mut pipe| async move {
+//!     // Echo: hand every received segment to the output, without copying it.
+//!     while let Ok(read) = pipe.reader.read_buffer().await {
+//!         let (n, done) = (read.buffer().len(), read.is_completed());
+//!         for chunk in read.buffer().chunks() {
+//!             pipe.writer.write_slice(chunk).unwrap();
+//!         }
+//!         pipe.reader.advance_to(n, n).unwrap();
+//!         if pipe.writer.flush_pipe().await.is_err() || done {
+//!             break;
+//!         }
+//!     }
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Flow control and faults
+//!
+//! | event | effect |
+//! |---|---|
+//! | the input pipe reaches its pause threshold (a slow application) | that connection's receive is cancelled; it is re-armed once the application has read the input down to the resume threshold |
+//! | the buffer ring is empty (`ENOBUFS`) | the receive is re-armed once buffers are offered again; the bytes wait in the socket, none is lost |
+//! | the peer closes | the application's reader completes after the last byte |
+//! | a receive error (a reset) | the application's reader gets it after the bytes before it |
+//! | a send error | the application's writer gets it on its next flush |
+//! | the application completes (or drops) its writer | the last bytes are sent, then the write side is shut down |
+//! | [`DriverHandle::shutdown`] | every operation is cancelled, every pipe completes with `ConnectionAborted`, every socket is closed, every block goes back to its pool, and [`Driver::run`] returns |
+//!
+//! A connection is closed once its input has ended (the peer's end, an error, or the
+//! application dropping its reader), its output has been sent and shut down, and `serve`'s
+//! future has returned.
+//!
+//! Where io_uring is unavailable (an old kernel, a seccomp filter, `kernel.io_uring_disabled`),
+//! [`Driver::new`] returns the setup's error; fall back to the epoll transports
+//! ([`io::tokio::connection`](crate::io::tokio::connection)).
+
+mod buf_ring;
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use self::buf_ring::BufRing;
+use super::connection::{ConnectionOptions, DuplexPipe};
+use crate::pipe::{pipe_with, PipeReader, PipeWriter};
+
+/// Settings of a [`Driver`].
+///
+/// ```no_run
+/// use packetpipe::io::uring::Driver;
+///
+/// let driver = Driver::builder()
+///     .ring_entries(1024)
+///     .buffers(512)
+///     .buffer_size(16 * 1024)
+///     .build()?;
+/// # drop(driver);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct DriverBuilder {
+    ring_entries: u32,
+    buffers: u16,
+    buffer_size: usize,
+    incremental: bool,
+    nodelay: bool,
+    wait_timeout: Option<Duration>,
+    options: ConnectionOptions,
+}
+
+impl Default for DriverBuilder {
+    fn default() -> DriverBuilder {
+        DriverBuilder {
+            ring_entries: 1024,
+            buffers: 256,
+            buffer_size: 16 * 1024,
+            incremental: true,
+            nodelay: true,
+            wait_timeout: None,
+            options: ConnectionOptions::default(),
+        }
+    }
+}
+
+impl DriverBuilder {
+    /// Submission queue entries (the completion queue has twice as many): at least what one
+    /// loop turn submits, about one per active connection. Default 1024.
+    pub fn ring_entries(mut self, entries: u32) -> Self {
+        self.ring_entries = entries;
+        self
+    }
+
+    /// Receive buffers in the provided-buffer ring, shared by every connection of the driver (a
+    /// power of two up to 32768). Default 256. A ring that runs empty slows receiving down
+    /// (`ENOBUFS`: the receive is re-armed once buffers are back); it never loses bytes.
+    pub fn buffers(mut self, buffers: u16) -> Self {
+        self.buffers = buffers;
+        self
+    }
+
+    /// Bytes of each receive buffer: a pooled block of at least this size. Default 16 KiB.
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// Incremental buffer consumption (`IOU_PBUF_RING_INC`, Linux 6.12): the kernel packs
+    /// consecutive receives into one buffer. Without it, the driver offers the rest of a buffer
+    /// again after each receive, which packs them too, at one ring entry per receive. Default on;
+    /// [`build`](Self::build) fails on kernels without it.
+    pub fn incremental(mut self, on: bool) -> Self {
+        self.incremental = on;
+        self
+    }
+
+    /// `TCP_NODELAY` on accepted sockets (default on: request/response traffic should not wait
+    /// for Nagle's algorithm).
+    pub fn nodelay(mut self, on: bool) -> Self {
+        self.nodelay = on;
+        self
+    }
+
+    /// Bound each wait for completions, so that a driver whose wakes may be delayed (a process
+    /// under a tool that serializes threads, such as valgrind) still looks at its wake queue.
+    /// Default: wait until a completion.
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = Some(timeout);
+        self
+    }
+
+    /// The pipes of each connection ([`ConnectionOptions::input`]'s pool also provides the
+    /// receive buffers; [`ConnectionOptions::max_write_segments`] bounds a send's iovecs). The
+    /// `pumped` choice does not apply here.
+    pub fn connection_options(mut self, options: ConnectionOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Set up the ring and the buffer ring: the kernel's error if io_uring is unavailable.
+    pub fn build(self) -> io::Result<Driver> {
+        Driver::with_builder(self)
+    }
+}
+
+/// What a driver has done, for tests and monitoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Receive completions that carried bytes.
+    pub receives: u64,
+    /// Send completions.
+    pub sends: u64,
+    /// Receives stopped by an empty buffer ring (`ENOBUFS`) and re-armed.
+    pub enobufs: u64,
+    /// Receives cancelled because the application lagged behind its input (backpressure).
+    pub paused: u64,
+    /// `io_uring_enter` calls.
+    pub enters: u64,
+}
+
+/// A handle that stops a running [`Driver`] from any thread.
+#[derive(Clone, Debug)]
+pub struct DriverHandle {
+    wake: Arc<WakeQueue>,
+}
+
+impl DriverHandle {
+    /// Ask the driver to shut down: [`Driver::run`] cancels everything, closes every socket and
+    /// returns.
+    pub fn shutdown(&self) {
+        self.wake.stop.store(true, Ordering::SeqCst);
+        self.wake.kick();
+    }
+}
+
+/// One ring serving many connections on the calling thread; see the [module docs](self).
+pub struct Driver {
+    // Field order is drop order: the ring's fd closes (the kernel tearing down what is left)
+    // before the buffers and connections it could still write into are freed; `Drop` makes sure
+    // nothing is in flight by then.
+    ring: IoUring,
+    bufs: BufRing,
+    listeners: Vec<Listener>,
+    conns: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+    /// Operations submitted and not yet completed for good (a multishot counts until its last
+    /// completion).
+    in_flight: usize,
+    wake: Arc<WakeQueue>,
+    /// The eventfd read's buffer, written by the kernel while that read is in flight.
+    wake_buf: Box<u64>,
+    wake_armed: bool,
+    /// Connections to look at this turn (woken, or with new completions).
+    ready: VecDeque<u64>,
+    cqes: Vec<(u64, i32, u32)>,
+    options: ConnectionOptions,
+    nodelay: bool,
+    wait_timeout: Option<Duration>,
+    stats: DriverStats,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("connections", &self.live)
+            .field("in_flight", &self.in_flight)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Listener {
+    socket: TcpListener,
+    armed: bool,
+}
+
+/// A connection's place in the table; `generation` tells a late completion for an earlier
+/// occupant from one for this connection.
+struct Slot {
+    generation: u32,
+    conn: Option<Box<Conn>>,
+}
+
+type AppFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// `serve` of [`Driver::run`], boxing its futures.
+type Serve<'a> = dyn FnMut(DuplexPipe) -> AppFuture + 'a;
+
+/// One connection's state. Boxed: the kernel holds pointers into `send` while a send is in
+/// flight, and the box does not move when the table grows.
+struct Conn {
+    fd: OwnedFd,
+    /// Where received packets go (the application holds the reader).
+    input: PipeWriter,
+    /// What to send (the application holds the writer).
+    output: PipeReader,
+    app: Option<AppFuture>,
+    wake: Arc<ConnWaker>,
+    waker: Waker,
+    recv_armed: bool,
+    /// The input pipe is at its pause threshold: do not receive until it drains.
+    recv_paused: bool,
+    /// The receive was stopped by `ENOBUFS`: re-arm when buffers are back.
+    recv_starved: bool,
+    input_done: bool,
+    /// A send is in flight: `send` and the output's buffered segments belong to it.
+    sending: bool,
+    output_done: bool,
+    send: SendBuf,
+}
+
+/// A send's message header and iovecs, which the kernel reads until the send's completion.
+struct SendBuf {
+    msg: libc::msghdr,
+    iov: Box<[libc::iovec]>,
+    len: usize,
+}
+
+/// Operation kinds in the low byte of a completion's user data.
+const OP_ACCEPT: u64 = 1;
+const OP_RECV: u64 = 2;
+const OP_SEND: u64 = 3;
+const OP_WAKE: u64 = 4;
+const OP_CANCEL: u64 = 5;
+
+fn user_data(index: u32, generation: u32, op: u64) -> u64 {
+    (u64::from(index) << 32) | (u64::from(generation & 0xff_ffff) << 8) | op
+}
+
+fn key_of(user_data: u64) -> u64 {
+    user_data & !0xff
+}
+
+fn index_of(key: u64) -> usize {
+    (key >> 32) as usize
+}
+
+fn generation_of(key: u64) -> u32 {
+    ((key >> 8) & 0xff_ffff) as u32
+}
+
+impl Driver {
+    /// A driver with the default settings ([`DriverBuilder`]).
+    pub fn new() -> io::Result<Driver> {
+        Driver::builder().build()
+    }
+
+    /// The settings.
+    pub fn builder() -> DriverBuilder {
+        DriverBuilder::default()
+    }
+
+    fn with_builder(builder: DriverBuilder) -> io::Result<Driver> {
+        let ring = IoUring::builder()
+            .setup_cqsize(builder.ring_entries.saturating_mul(4))
+            .build(builder.ring_entries)?;
+        let pool = builder.options.input.resolved_pool();
+        let mut bufs = BufRing::new(
+            builder.buffers,
+            0,
+            builder.buffer_size,
+            builder.incremental,
+            pool,
+        )?;
+        bufs.register(&ring)?;
+        // SAFETY: `eventfd` takes no pointers; the result is checked before it is owned.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a new descriptor nothing else owns.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Driver {
+            ring,
+            bufs,
+            listeners: Vec::new(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            in_flight: 0,
+            wake: Arc::new(WakeQueue {
+                queue: Mutex::new(Vec::new()),
+                sleeping: AtomicBool::new(false),
+                stop: AtomicBool::new(false),
+                eventfd,
+                kicks: AtomicU64::new(0),
+            }),
+            wake_buf: Box::new(0),
+            wake_armed: false,
+            ready: VecDeque::new(),
+            cqes: Vec::new(),
+            options: builder.options,
+            nodelay: builder.nodelay,
+            wait_timeout: builder.wait_timeout,
+            stats: DriverStats::default(),
+        })
+    }
+
+    /// Accept connections from `listener` (one multishot accept). Several drivers may accept
+    /// from clones of one listener (`TcpListener::try_clone`), one per core.
+    pub fn listen(&mut self, listener: TcpListener) -> io::Result<()> {
+        listener.set_nonblocking(true)?;
+        self.listeners.push(Listener {
+            socket: listener,
+            armed: false,
+        });
+        Ok(())
+    }
+
+    /// A handle that stops [`run`](Self::run) from another thread.
+    pub fn handle(&self) -> DriverHandle {
+        DriverHandle {
+            wake: self.wake.clone(),
+        }
+    }
+
+    /// What the driver has done so far.
+    pub fn stats(&self) -> DriverStats {
+        self.stats
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.live
+    }
+
+    /// Serve connections until [`DriverHandle::shutdown`]: `serve` gets each accepted
+    /// connection's pipes and returns the future that serves them, polled on this thread.
+    /// Returns once every operation is cancelled and every socket closed; an error of the ring
+    /// itself ends it early (the connections are shut down the same way).
+    pub fn run<F, Fut>(&mut self, mut serve: F) -> io::Result<()>
+    where
+        F: FnMut(DuplexPipe) -> Fut,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let result = self.serve_until_stopped(&mut |pipe| -> AppFuture { Box::pin(serve(pipe)) });
+        let teardown = self.shut_down();
+        result.and(teardown)
+    }
+
+    fn serve_until_stopped(&mut self, serve: &mut Serve<'_>) -> io::Result<()> {
+        while !self.wake.stop.load(Ordering::SeqCst) {
+            self.arm_listeners();
+            self.arm_wake();
+            self.turn(Some(serve))?;
+        }
+        Ok(())
+    }
+
+    /// One loop turn: submit and wait, then handle every completion and every woken connection.
+    fn turn(&mut self, serve: Option<&mut Serve<'_>>) -> io::Result<()> {
+        self.take_wakes();
+        self.submit_and_wait()?;
+        self.take_wakes();
+        self.reap();
+        let mut serve = serve;
+        // `complete` may reap more (a full submission queue), so the length is read each time.
+        let mut i = 0;
+        while i < self.cqes.len() {
+            let (data, res, flags) = self.cqes[i];
+            self.complete(data, res, flags, serve.as_deref_mut());
+            i += 1;
+        }
+        self.cqes.clear();
+        self.bufs.refill();
+        // Connections woken while this turn serves them (an application that flushed, or woke
+        // itself) are served again before the next submission, up to a few rounds.
+        for _ in 0..4 {
+            if self.ready.is_empty() {
+                break;
+            }
+            while let Some(key) = self.ready.pop_front() {
+                self.service(key);
+            }
+            self.take_wakes();
+        }
+        Ok(())
+    }
+
+    /// Submit what this turn queued; wait for a completion unless there is work already.
+    fn submit_and_wait(&mut self) -> io::Result<()> {
+        self.stats.enters += 1;
+        let want = if self.ready.is_empty() && !self.wake_pending() {
+            1
+        } else {
+            0
+        };
+        let result = match (want, self.wait_timeout) {
+            (1, Some(timeout)) => {
+                let ts = types::Timespec::from(timeout);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            _ => self.ring.submit_and_wait(want),
+        };
+        self.wake.sleeping.store(false, Ordering::SeqCst);
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(()),
+            // The completion queue is full: reap first, submit on the next turn.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether a wake is queued; if not, the next wake writes the eventfd (the driver sleeps).
+    fn wake_pending(&self) -> bool {
+        self.wake.sleeping.store(true, Ordering::SeqCst);
+        let pending = !lock(&self.wake.queue).is_empty() || self.wake.stop.load(Ordering::SeqCst);
+        if pending {
+            self.wake.sleeping.store(false, Ordering::SeqCst);
+        }
+        pending
+    }
+
+    /// Move the cross-thread wake queue into this turn's ready list.
+    fn take_wakes(&mut self) {
+        let mut queue = lock(&self.wake.queue);
+        self.ready.extend(queue.drain(..));
+    }
+
+    fn reap(&mut self) {
+        for cqe in self.ring.completion() {
+            self.cqes.push((cqe.user_data(), cqe.result(), cqe.flags()));
+        }
+    }
+
+    /// Queue `entry`, submitting first if the submission queue is full.
+    fn push(&mut self, entry: squeue::Entry) {
+        loop {
+            // SAFETY: every entry pushed here points only to memory that stays valid until its
+            // completion: a connection's `SendBuf` and the output segments it names (kept until
+            // the send completes, see `start_send`), `wake_buf` (boxed, alive while the driver is,
+            // which waits for every operation before it is dropped), or nothing.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                self.in_flight += 1;
+                return;
+            }
+            if let Err(e) = self.ring.submit() {
+                if e.raw_os_error() != Some(libc::EBUSY) {
+                    panic!("io_uring submit failed: {e}");
+                }
+                // The completion queue is full: take completions off it (their handling waits
+                // for the next turn) so the kernel can post again.
+                self.reap();
+            }
+        }
+    }
+
+    fn arm_listeners(&mut self) {
+        for i in 0..self.listeners.len() {
+            if !self.listeners[i].armed {
+                let fd = types::Fd(self.listeners[i].socket.as_raw_fd());
+                let entry = opcode::AcceptMulti::new(fd)
+                    .flags(libc::SOCK_CLOEXEC)
+                    .build()
+                    .user_data(user_data(i as u32, 0, OP_ACCEPT));
+                self.push(entry);
+                self.listeners[i].armed = true;
+            }
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        if !self.wake_armed {
+            let buf: *mut u64 = &mut *self.wake_buf;
+            let entry = opcode::Read::new(types::Fd(self.wake.eventfd.as_raw_fd()), buf.cast(), 8)
+                .build()
+                .user_data(OP_WAKE);
+            self.push(entry);
+            self.wake_armed = true;
+        }
+    }
+
+    /// Handle one completion.
+    fn complete(&mut self, data: u64, res: i32, flags: u32, serve: Option<&mut Serve<'_>>) {
+        let more = cqueue::more(flags);
+        if !more {
+            self.in_flight -= 1;
+        }
+        match data & 0xff {
+            OP_ACCEPT => {
+                let listener = &mut self.listeners[index_of(data)];
+                listener.armed = more;
+                if res >= 0 {
+                    // SAFETY: a successful accept's result is a new descriptor that nothing
+                    // else owns.
+                    let fd = unsafe { OwnedFd::from_raw_fd(res) };
+                    match serve {
+                        Some(serve) => self.open(fd, serve),
+                        None => drop(fd), // shutting down
+                    }
+                }
+            }
+            OP_WAKE => {
+                self.wake_armed = false;
+            }
+            OP_CANCEL => {}
+            OP_RECV => self.received(key_of(data), res, flags, more),
+            OP_SEND => self.sent(key_of(data), res),
+            _ => {}
+        }
+    }
+
+    /// Set up an accepted connection and give its pipes to the application.
+    fn open(&mut self, fd: OwnedFd, serve: &mut Serve<'_>) {
+        self.stats.accepted += 1;
+        if self.nodelay {
+            set_nodelay(fd.as_raw_fd());
+        }
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                self.conns.push(Slot {
+                    generation: 0,
+                    conn: None,
+                });
+                (self.conns.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.conns[index as usize];
+        slot.generation = slot.generation.wrapping_add(1) & 0xff_ffff;
+        let key = user_data(index, slot.generation, 0);
+        let (input, reader) = pipe_with(self.options.input.clone());
+        let (writer, output) = pipe_with(self.options.output.clone());
+        let wake = Arc::new(ConnWaker {
+            key,
+            queued: AtomicBool::new(false),
+            queue: self.wake.clone(),
+        });
+        let waker = Waker::from(wake.clone());
+        let segments = self
+            .options
+            .max_write_segments
+            .clamp(1, super::MAX_WRITE_SEGMENTS);
+        let iov = vec![
+            libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            };
+            segments
+        ]
+        .into_boxed_slice();
+        // SAFETY: `msghdr` is plain data; all zeros is a header with no address, no control
+        // data and no iovecs.
+        let msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        let app = serve(DuplexPipe { reader, writer });
+        slot.conn = Some(Box::new(Conn {
+            fd,
+            input,
+            output,
+            app: Some(app),
+            wake,
+            waker,
+            recv_armed: false,
+            recv_paused: false,
+            recv_starved: false,
+            input_done: false,
+            sending: false,
+            output_done: false,
+            send: SendBuf { msg, iov, len: 0 },
+        }));
+        self.live += 1;
+        self.ready.push_back(key);
+    }
+
+    fn conn_mut(&mut self, key: u64) -> Option<&mut Conn> {
+        let slot = self.conns.get_mut(index_of(key))?;
+        if slot.generation != generation_of(key) {
+            return None;
+        }
+        slot.conn.as_deref_mut()
+    }
+
+    /// A receive completion: bytes into the input pipe, or the receive's end.
+    fn received(&mut self, key: u64, res: i32, flags: u32, more: bool) {
+        let packet = match (res, cqueue::buffer_select(flags)) {
+            (n, Some(bid)) if n > 0 => {
+                self.stats.receives += 1;
+                Some(self.bufs.take(bid, n as usize, cqueue::buffer_more(flags)))
+            }
+            _ => None,
+        };
+        let mut enobufs = false;
+        let Some(conn) = self.conn_mut(key) else {
+            return;
+        };
+        if !more {
+            conn.recv_armed = false;
+        }
+        match packet {
+            Some(Ok(packet)) => {
+                // An append that fails: the application dropped its reader; nothing more is read.
+                let dropped = !conn.input_done && conn.input.append(packet).is_err();
+                conn.input_done |= dropped;
+            }
+            Some(Err(e)) => fail_input(conn, e),
+            None if res == 0 => {
+                conn.input.complete();
+                conn.input_done = true;
+            }
+            None if res == -libc::ENOBUFS => {
+                conn.recv_starved = true;
+                enobufs = true;
+            }
+            None if res == -libc::ECANCELED => {}
+            None if res < 0 => fail_input(conn, io::Error::from_raw_os_error(-res)),
+            None => {}
+        }
+        if enobufs {
+            self.stats.enobufs += 1;
+        }
+        self.ready.push_back(key);
+    }
+
+    /// A send completion: consume what the socket took.
+    fn sent(&mut self, key: u64, res: i32) {
+        self.stats.sends += 1;
+        let Some(conn) = self.conn_mut(key) else {
+            return;
+        };
+        conn.sending = false;
+        if res >= 0 {
+            let n = res as usize;
+            // The iovecs named the output's first `send.len` bytes; the socket took `n` of them.
+            if conn.output.advance_to(n, n).is_err() {
+                conn.output_done = true;
+            }
+        } else {
+            let error = io::Error::from_raw_os_error(-res);
+            conn.output.complete_with_error(error);
+            conn.output_done = true;
+        }
+        self.ready.push_back(key);
+    }
+
+    /// Look at a connection: poll its application, deliver input, start a send, re-arm its
+    /// receive, close it once everything has ended.
+    fn service(&mut self, key: u64) {
+        let group = self.bufs.group();
+        let has_buffers = self.bufs.has_buffers();
+        let index = index_of(key);
+        let Some(conn) = self.conn_mut(key) else {
+            return;
+        };
+        // Wakes from here on queue the connection again (its application may wake itself).
+        conn.wake.queued.store(false, Ordering::SeqCst);
+        let waker = conn.waker.clone();
+        let mut cx = Context::from_waker(&waker);
+        // Publish what the receives appended; a flush that waits means the application lags:
+        // stop receiving until the pipe drains (the flush's wake brings us back).
+        if !conn.input_done {
+            match conn.input.poll_flush_pipe(&mut cx) {
+                Poll::Ready(Ok(result)) if result.is_completed() => conn.input_done = true,
+                Poll::Ready(Ok(_)) => conn.recv_paused = false,
+                Poll::Ready(Err(_)) => conn.input_done = true,
+                Poll::Pending => conn.recv_paused = true,
+            }
+        }
+        if let Some(app) = conn.app.as_mut() {
+            if app.as_mut().poll(&mut cx).is_ready() {
+                conn.app = None;
+            }
+        }
+        // The application may have flushed or read input just now.
+        if !conn.input_done && conn.recv_paused {
+            if let Poll::Ready(result) = conn.input.poll_flush_pipe(&mut cx) {
+                conn.recv_paused = false;
+                if result.map_or(true, |r| r.is_completed()) {
+                    conn.input_done = true;
+                }
+            }
+        }
+        let mut entries: [Option<squeue::Entry>; 2] = [None, None];
+        let mut paused = false;
+        if conn.input_done || conn.recv_paused {
+            if conn.recv_armed {
+                paused = !conn.input_done;
+                entries[0] = Some(
+                    opcode::AsyncCancel::new(user_data(index as u32, generation_of(key), OP_RECV))
+                        .build()
+                        .user_data(OP_CANCEL),
+                );
+                // Completions of the cancelled receive still carry bytes; they are appended.
+                conn.recv_armed = false;
+            }
+        } else if !conn.recv_armed && (!conn.recv_starved || has_buffers) {
+            conn.recv_starved = false;
+            conn.recv_armed = true;
+            entries[0] = Some(
+                opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), group)
+                    .build()
+                    .user_data(user_data(index as u32, generation_of(key), OP_RECV)),
+            );
+        }
+        if !conn.sending && !conn.output_done {
+            entries[1] = conn.start_send(
+                &mut cx,
+                user_data(index as u32, generation_of(key), OP_SEND),
+            );
+        }
+        let finished = conn.input_done
+            && conn.output_done
+            && conn.app.is_none()
+            && !conn.sending
+            && !conn.recv_armed;
+        if paused {
+            self.stats.paused += 1;
+        }
+        for entry in entries.into_iter().flatten() {
+            self.push(entry);
+        }
+        if finished {
+            self.close(index);
+        }
+    }
+
+    fn close(&mut self, index: usize) {
+        if let Some(conn) = self.conns[index].conn.take() {
+            drop(conn); // closes the socket; the pipes complete
+            self.live -= 1;
+            self.free.push(index as u32);
+        }
+    }
+
+    /// Cancel everything, complete every pipe, close every socket, take the buffer ring back.
+    fn shut_down(&mut self) -> io::Result<()> {
+        self.wake.stop.store(true, Ordering::SeqCst);
+        let aborted = || {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the io_uring driver shut down",
+            )
+        };
+        for slot in &mut self.conns {
+            if let Some(conn) = slot.conn.as_deref_mut() {
+                conn.app = None;
+                conn.input.complete_with_error(aborted());
+                conn.input_done = true;
+            }
+        }
+        if self.in_flight > 0 {
+            let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+                .build()
+                .user_data(OP_CANCEL);
+            self.push(cancel);
+        }
+        let mut result = Ok(());
+        while self.in_flight > 0 {
+            if let Err(e) = self.ring.submit_and_wait(1) {
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    result = Err(e);
+                    break;
+                }
+            }
+            self.reap();
+            let mut i = 0;
+            while i < self.cqes.len() {
+                let (data, res, flags) = self.cqes[i];
+                self.complete(data, res, flags, None);
+                i += 1;
+            }
+            self.cqes.clear();
+            self.ready.clear();
+        }
+        if result.is_ok() {
+            // No send is in flight now: the output pipes may let go of their segments.
+            for index in 0..self.conns.len() {
+                if let Some(conn) = self.conns[index].conn.as_deref_mut() {
+                    conn.output.complete_with_error(aborted());
+                }
+                self.close(index);
+            }
+            result = self.bufs.unregister(&self.ring);
+        }
+        // Otherwise operations may still be in flight: the connections' send buffers and the
+        // ring's blocks stay allocated (`BufRing` and `Drop` leak them rather than free memory
+        // the kernel may still use).
+        result
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.in_flight > 0 || self.live > 0 {
+            if self.shut_down().is_err() {
+                // Operations may still be in flight: leak what they could touch.
+                std::mem::forget(std::mem::take(&mut self.conns));
+                std::mem::forget(std::mem::replace(&mut self.wake_buf, Box::new(0)));
+            }
+        } else {
+            let _ = self.bufs.unregister(&self.ring);
+        }
+    }
+}
+
+impl Conn {
+    /// Start a send of the output's flushed segments, if there are any (or shut the write side
+    /// down once the output has ended).
+    fn start_send(&mut self, cx: &mut Context<'_>, user_data: u64) -> Option<squeue::Entry> {
+        match self.output.poll_read_buffer(cx) {
+            Poll::Pending => None,
+            Poll::Ready(Err(_)) => {
+                self.output_done = true;
+                None
+            }
+            Poll::Ready(Ok(())) => {
+                let read = self.output.last_read()?;
+                let buffer = read.buffer();
+                if buffer.is_empty() {
+                    if read.is_completed() {
+                        // SAFETY: `shutdown` on a descriptor this connection owns.
+                        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_WR) };
+                        self.output_done = true;
+                    }
+                    return None;
+                }
+                let mut n = 0;
+                let mut len = 0;
+                for (slot, chunk) in self.send.iov.iter_mut().zip(buffer.chunks()) {
+                    slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
+                    slot.iov_len = chunk.len();
+                    len += chunk.len();
+                    n += 1;
+                }
+                self.send.len = len;
+                self.send.msg.msg_iov = self.send.iov.as_mut_ptr();
+                self.send.msg.msg_iovlen = n as _;
+                self.sending = true;
+                // The kernel reads `send.msg`, `send.iov` and the segments they name until the
+                // send's completion: the segments are the output's unconsumed bytes, which stay
+                // in the pipe until `sent` consumes them, and `send` lives in this boxed
+                // connection, which is not freed while `sending` is set.
+                Some(
+                    opcode::SendMsg::new(types::Fd(self.fd.as_raw_fd()), &self.send.msg)
+                        .flags(libc::MSG_NOSIGNAL as u32)
+                        .build()
+                        .user_data(user_data),
+                )
+            }
+        }
+    }
+}
+
+fn fail_input(conn: &mut Conn, error: io::Error) {
+    conn.input.complete_with_error(error);
+    conn.input_done = true;
+}
+
+fn set_nodelay(fd: RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: `on` outlives the call and its size is passed; `fd` is a socket we own.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Wakes from the pipes (on this thread or any other) into the driver's next turn.
+#[derive(Debug)]
+struct WakeQueue {
+    queue: Mutex<Vec<u64>>,
+    /// The driver is about to wait in `io_uring_enter`: a wake writes the eventfd.
+    sleeping: AtomicBool,
+    stop: AtomicBool,
+    eventfd: OwnedFd,
+    kicks: AtomicU64,
+}
+
+impl WakeQueue {
+    fn kick(&self) {
+        self.kicks.fetch_add(1, Ordering::Relaxed);
+        let one: u64 = 1;
+        // SAFETY: writes the 8 bytes of `one`, which outlives the call, to our eventfd.
+        unsafe {
+            libc::write(
+                self.eventfd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            );
+        }
+    }
+}
+
+/// A connection's waker: queues the connection for the driver's next turn (once until that
+/// turn looks at it) and wakes a sleeping driver.
+struct ConnWaker {
+    key: u64,
+    queued: AtomicBool,
+    queue: Arc<WakeQueue>,
+}
+
+impl Wake for ConnWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.queued.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        lock(&self.queue.queue).push(self.key);
+        if self.queue.sleeping.swap(false, Ordering::SeqCst) {
+            self.queue.kick();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
