@@ -482,3 +482,60 @@ fn steady_state_messages_allocate_nothing() {
     drop(stream);
     server.stop();
 }
+
+#[test]
+fn an_idle_connection_holds_no_block_and_little_heap() {
+    use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let pool = Pool::new();
+    // On each connection's first poll (the driver has set it up and armed its receive), the
+    // driver thread's net heap bytes: exact, whatever other tests do meanwhile.
+    let opened = Arc::new(AtomicUsize::new(0));
+    let heap = Arc::new(AtomicIsize::new(0));
+    let first_heap = Arc::new(AtomicIsize::new(0));
+    let app = {
+        let (opened, heap, first_heap) = (opened.clone(), heap.clone(), first_heap.clone());
+        move |mut pipe: DuplexPipe| {
+            let (opened, heap, first_heap) = (opened.clone(), heap.clone(), first_heap.clone());
+            async move {
+                let here = counting_alloc::net_bytes_here();
+                if opened.fetch_add(1, Ordering::SeqCst) == 0 {
+                    first_heap.store(here, Ordering::SeqCst);
+                }
+                heap.store(here, Ordering::SeqCst);
+                // Waits for a request that never comes (until the peer closes).
+                let _ = pipe.reader.read_buffer().await;
+            }
+        }
+    };
+    let buffers = 64;
+    let Some(server) = serve(builder(&pool).buffers(buffers), app) else {
+        return;
+    };
+    let count = env_size("URING_IDLE_CONNECTIONS", 1000);
+    let clients: Vec<_> = (0..count + 1)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    while opened.load(Ordering::SeqCst) < count + 1 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    thread::sleep(Duration::from_millis(50));
+    let per_connection =
+        (heap.load(Ordering::SeqCst) - first_heap.load(Ordering::SeqCst)) as f64 / count as f64;
+    let outstanding = pool.stats().outstanding;
+    eprintln!(
+        "heap per idle io_uring connection: {per_connection:.0} B; blocks out: {outstanding}"
+    );
+    assert_eq!(
+        outstanding, buffers as u64,
+        "idle connections hold no block beyond the ring's {buffers} buffers"
+    );
+    // The guard sits just above today's figure (the connection table's doubling included).
+    assert!(
+        per_connection <= 2300.0,
+        "{per_connection:.0} B of heap per idle connection"
+    );
+    drop(clients);
+    server.stop();
+    assert_eq!(pool.stats().outstanding, 0);
+}

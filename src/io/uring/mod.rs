@@ -188,7 +188,8 @@ pub struct DriverStats {
     pub sends: u64,
     /// Receives stopped by an empty buffer ring (`ENOBUFS`) and re-armed.
     pub enobufs: u64,
-    /// Receives cancelled because the application lagged behind its input (backpressure).
+    /// Times a connection's receive was paused because its application lagged behind its
+    /// input (backpressure).
     pub paused: u64,
     /// `io_uring_enter` calls.
     pub enters: u64,
@@ -283,7 +284,10 @@ struct Conn {
     /// A send is in flight: `send` and the output's buffered segments belong to it.
     sending: bool,
     output_done: bool,
-    send: SendBuf,
+    /// Made at the first send (an idle connection holds none), then reused.
+    send: Option<Box<SendBuf>>,
+    /// iovecs per send.
+    segments: usize,
 }
 
 /// A send's message header and iovecs, which the kernel reads until the send's completion.
@@ -291,6 +295,22 @@ struct SendBuf {
     msg: libc::msghdr,
     iov: Box<[libc::iovec]>,
     len: usize,
+}
+
+impl SendBuf {
+    fn new(segments: usize) -> Box<SendBuf> {
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        Box::new(SendBuf {
+            // SAFETY: `msghdr` is plain data; all zeros is a header with no address, no control
+            // data and no iovecs.
+            msg: unsafe { std::mem::zeroed() },
+            iov: vec![empty; segments].into_boxed_slice(),
+            len: 0,
+        })
+    }
 }
 
 /// Operation kinds in the low byte of a completion's user data.
@@ -611,17 +631,6 @@ impl Driver {
             .options
             .max_write_segments
             .clamp(1, super::MAX_WRITE_SEGMENTS);
-        let iov = vec![
-            libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            };
-            segments
-        ]
-        .into_boxed_slice();
-        // SAFETY: `msghdr` is plain data; all zeros is a header with no address, no control
-        // data and no iovecs.
-        let msg: libc::msghdr = unsafe { std::mem::zeroed() };
         let app = serve(DuplexPipe { reader, writer });
         slot.conn = Some(Box::new(Conn {
             fd,
@@ -636,7 +645,8 @@ impl Driver {
             input_done: false,
             sending: false,
             output_done: false,
-            send: SendBuf { msg, iov, len: 0 },
+            send: None,
+            segments,
         }));
         self.live += 1;
         self.ready.push_back(key);
@@ -725,6 +735,7 @@ impl Driver {
         conn.wake.queued.store(false, Ordering::SeqCst);
         let waker = conn.waker.clone();
         let mut cx = Context::from_waker(&waker);
+        let mut paused = false;
         // Publish what the receives appended; a flush that waits means the application lags:
         // stop receiving until the pipe drains (the flush's wake brings us back).
         if !conn.input_done {
@@ -732,7 +743,10 @@ impl Driver {
                 Poll::Ready(Ok(result)) if result.is_completed() => conn.input_done = true,
                 Poll::Ready(Ok(_)) => conn.recv_paused = false,
                 Poll::Ready(Err(_)) => conn.input_done = true,
-                Poll::Pending => conn.recv_paused = true,
+                Poll::Pending => {
+                    paused = !conn.recv_paused;
+                    conn.recv_paused = true;
+                }
             }
         }
         if let Some(app) = conn.app.as_mut() {
@@ -750,10 +764,8 @@ impl Driver {
             }
         }
         let mut entries: [Option<squeue::Entry>; 2] = [None, None];
-        let mut paused = false;
         if conn.input_done || conn.recv_paused {
             if conn.recv_armed {
-                paused = !conn.input_done;
                 entries[0] = Some(
                     opcode::AsyncCancel::new(user_data(index as u32, generation_of(key), OP_RECV))
                         .build()
@@ -893,24 +905,26 @@ impl Conn {
                     }
                     return None;
                 }
+                let segments = self.segments;
+                let send = self.send.get_or_insert_with(|| SendBuf::new(segments));
                 let mut n = 0;
                 let mut len = 0;
-                for (slot, chunk) in self.send.iov.iter_mut().zip(buffer.chunks()) {
+                for (slot, chunk) in send.iov.iter_mut().zip(buffer.chunks()) {
                     slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
                     slot.iov_len = chunk.len();
                     len += chunk.len();
                     n += 1;
                 }
-                self.send.len = len;
-                self.send.msg.msg_iov = self.send.iov.as_mut_ptr();
-                self.send.msg.msg_iovlen = n as _;
+                send.len = len;
+                send.msg.msg_iov = send.iov.as_mut_ptr();
+                send.msg.msg_iovlen = n as _;
                 self.sending = true;
                 // The kernel reads `send.msg`, `send.iov` and the segments they name until the
                 // send's completion: the segments are the output's unconsumed bytes, which stay
-                // in the pipe until `sent` consumes them, and `send` lives in this boxed
-                // connection, which is not freed while `sending` is set.
+                // in the pipe until `sent` consumes them, and `send` is boxed in this connection,
+                // which is not freed (nor its `send` replaced) while `sending` is set.
                 Some(
-                    opcode::SendMsg::new(types::Fd(self.fd.as_raw_fd()), &self.send.msg)
+                    opcode::SendMsg::new(types::Fd(self.fd.as_raw_fd()), &send.msg)
                         .flags(libc::MSG_NOSIGNAL as u32)
                         .build()
                         .user_data(user_data),
