@@ -13,7 +13,8 @@
 # built the binaries already):
 # - every binary built by `cargo test --workspace --all-features --no-run` (the library's unit
 #   tests and each file of tests/), debug build, tests run one at a time (--test-threads=1);
-# - the loom-tests crate is skipped: without --cfg packetpipe_loom its binaries are empty;
+# - the loom-tests crate is not among them (its models are `test = false`, and empty without
+#   --cfg packetpipe_loom; scripts/loom.sh runs them), and the filter below skips it regardless;
 # - randomized tests run fewer cases: PROPTEST_CASES=16, PIPE_MODEL_CASES=50, and the stress
 #   tests send STRESS_FRAMES=2000 frames per variant; the io tests move less and drop less (below;
 #   each can be overridden from the environment);
