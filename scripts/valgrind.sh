@@ -101,8 +101,7 @@ for entry in "${binaries[@]}"; do
     # that spins without blocking (the spin-flag tests of tests/pipe_contract.rs) take it back
     # again and again while the thread it waits for starves: one round of
     # `completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader` took up to 19 s and
-    # failed its 20 s timeout in 1 of 6 runs, on this commit and on the one before (2 s with
-    # the fair lock, 6 of 6).
+    # failed its 20 s timeout in 1 of 6 runs (2 s with the fair lock, 6 of 6).
     if valgrind --quiet --fair-sched=yes --error-exitcode=1 "${leak_check[@]}" \
         "$exe" --test-threads=1 "${skips[@]}"; then
         echo "=== $name: ok ($((SECONDS - t0)) s)"
