@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# User-space instructions per echoed message of the echo servers (issue 9): packetpipe's
+# User-space instructions per echoed message of the echo servers: packetpipe's
 # (examples/echo_server.rs) against tokio-util's `Framed` + `forward`, each alone in a process under
 # valgrind's callgrind, loaded by examples/echo_count.rs over loopback.
 #

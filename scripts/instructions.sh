@@ -5,9 +5,9 @@
 #   bash scripts/instructions.sh            # measure, print the table, fail on a rise over 10%
 #   bash scripts/instructions.sh --update   # measure and rewrite the budget file
 #
-# Instruction counts do not depend on the machine's load (DESIGN §8): the same binary and input give
-# the same count whatever else runs, so a 10% rise is a real change in the code, not noise. Each
-# path of benches/hot_paths.rs runs N and 3N times; instructions per operation is
+# Instruction counts, unlike times, do not depend on the machine's load: the same binary and
+# input give the same count whatever else runs, so a 10% rise is a real change in the code, not
+# noise. Each path of benches/hot_paths.rs runs N and 3N times; instructions per operation is
 # (count(3N) - count(N)) / 2N, which cancels setup, teardown and the first-use costs (thread
 # caches, lazy statics). A deliberate rise: run with --update and commit the new budget together
 # with the change, saying why in the commit message.

@@ -10,9 +10,11 @@
 # 0. Every mutant patch (loom-tests/mutants/<name>.patch) must apply cleanly to the sources as they
 #    are (checked first, for all of them, whatever else is skipped): a patch that no longer applies
 #    fails the script, since the bug it describes would otherwise go unchecked.
-# 1. The suite: every model in loom-tests/tests/, built with RUSTFLAGS="--cfg packetpipe_loom" (the
-#    crate-specific cfg that swaps std's primitives for loom's in src/sync.rs) in the `loom` cargo
-#    profile: release for the library and the models, unoptimized dependencies (see Cargo.toml).
+# 1. The suite: every model in loom-tests/tests/, selected with `--test '*'` (the models are
+#    `test = false` in loom-tests/Cargo.toml so that a plain `cargo test` skips them; naming them
+#    selects them all the same), built with RUSTFLAGS="--cfg packetpipe_loom" (the crate-specific
+#    cfg that swaps std's primitives for loom's in src/sync.rs) in the `loom` cargo profile:
+#    release for the library and the models, unoptimized dependencies (see Cargo.toml).
 # 2. The mutants: each patch puts one realistic bug back into the library. It is applied to a
 #    fresh scratch copy of the repository's files (target/loom/mutants/src/), which is built with
 #    `--cfg packetpipe_mutant` (this compiles the models' `mutant_*` tests, and leaves out the
@@ -92,8 +94,17 @@ while IFS= read -r test; do
         broken+=("$test")
     fi
 done < <(sed -n 's/^fn \(mutant_[a-z0-9_]*\)().*/\1/p' "$repo"/loom-tests/tests/*.rs)
+# Every model has its `[[test]]` entry with `test = false` in loom-tests/Cargo.toml, so the
+# workspace's plain `cargo test` skips it (it is empty there) while `--test` below selects it.
+for file in "$repo"/loom-tests/tests/*.rs; do
+    model="$(basename "$file" .rs)"
+    if ! grep -q "^name = \"$model\"$" "$repo/loom-tests/Cargo.toml"; then
+        echo "    $model: no [[test]] entry (name = \"$model\", test = false) in loom-tests/Cargo.toml"
+        broken+=("$model")
+    fi
+done
 if ((${#broken[@]})); then
-    echo "mutant patches broken: ${broken[*]}"
+    echo "mutant patches or model entries broken: ${broken[*]}"
     exit 1
 fi
 echo "    all ${#all[@]} apply"
@@ -101,7 +112,7 @@ echo "    all ${#all[@]} apply"
 if [[ -z "${LOOM_SKIP_SUITE:-}" ]]; then
     echo "=== loom suite (profile loom, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"
     RUSTFLAGS="--cfg packetpipe_loom" CARGO_TARGET_DIR="$root/suite" \
-        cargo test --profile loom -p packetpipe-loom-tests -- "$@"
+        cargo test --profile loom -p packetpipe-loom-tests --test '*' -- "$@"
     echo "=== loom suite passed in $((SECONDS - start)) s"
 fi
 

@@ -28,9 +28,9 @@
 # (shared with two other builds, so inflated), Stacked Borrows, each test timed with the harness's
 # `-Z unstable-options --report-time`: toolchain install and `cargo miri setup` 13 s, build 38 s;
 # the other six binaries together 463 s (segments 88 s, fuzz_replay 84 s, miri_pipe 78 s,
-# pool_close 50 s, bounds 35 s, packet_refcount the rest); tests/pool.rs 680 s, 490 s of it in
-# the thread-cache cap test before that test was sized down for Miri, 523 s after at about twice
-# the machine's load (the cap test 152 s, the two cross-thread steady-state tests 177 s). Tree
+# pool_close 50 s, bounds 35 s, packet_refcount the rest); tests/pool.rs 523 s, measured at
+# about twice the load of the figures before it (the thread-cache cap test, sized down for Miri,
+# 152 s, the two cross-thread steady-state tests 177 s). Tree
 # Borrows takes 1.5-2x as long. The two models run at once, so the step takes about as long as
 # the slower one. The log lists every test with its time (the harness's --report-time), so each
 # run's breakdown is on record.

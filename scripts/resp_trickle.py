@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A RESP server against clients that send slowly (issue 9; found by a review, 2026-12-01).
+"""A RESP server against clients that send slowly.
 
     python3 scripts/resp_trickle.py PORT PID
 

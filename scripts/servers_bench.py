@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The servers' benchmarks (issue 9), all in one run; prints the BENCHMARKS.md section.
+"""The servers' benchmarks, all in one run; prints the BENCHMARKS.md section.
 
     GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 python3 scripts/servers_bench.py
 

@@ -13,7 +13,8 @@
 # built the binaries already):
 # - every binary built by `cargo test --workspace --all-features --no-run` (the library's unit
 #   tests and each file of tests/), debug build, tests run one at a time (--test-threads=1);
-# - the loom-tests crate is skipped: without --cfg packetpipe_loom its binaries are empty;
+# - the loom-tests crate is not among them (its models are `test = false`, and empty without
+#   --cfg packetpipe_loom; scripts/loom.sh runs them), and the filter below skips it regardless;
 # - randomized tests run fewer cases: PROPTEST_CASES=16, PIPE_MODEL_CASES=50, and the stress
 #   tests send STRESS_FRAMES=2000 frames per variant; the io tests move less and drop less (below;
 #   each can be overridden from the environment);
@@ -111,8 +112,7 @@ for entry in "${binaries[@]}"; do
     # that spins without blocking (the spin-flag tests of tests/pipe_contract.rs) take it back
     # again and again while the thread it waits for starves: one round of
     # `completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader` took up to 19 s and
-    # failed its 20 s timeout in 1 of 6 runs, on this commit and on the one before (2 s with
-    # the fair lock, 6 of 6).
+    # failed its 20 s timeout in 1 of 6 runs (2 s with the fair lock, 6 of 6).
     if valgrind --quiet --fair-sched=yes --error-exitcode=1 "${leak_check[@]}" \
         "$exe" --test-threads=1 "${skips[@]}"; then
         echo "=== $name: ok ($((SECONDS - t0)) s)"

@@ -1,6 +1,7 @@
 //! The unsafe core: a pooled block is one heap allocation, a [`Header`] followed by the payload.
 //!
-//! Everything that touches raw memory lives here, behind four small owning types:
+//! Everything that touches raw memory in blocks lives here, behind six small owning types (and
+//! the handle a parked writer keeps):
 //!
 //! - [`Writer`]: the one writable handle to a block (behind `PacketBuf`). It writes only at or after
 //!   its `sealed` mark, and every [`Window`] it hands out lies below that mark.

@@ -230,7 +230,7 @@ fn find_in<'a>(segments: impl Iterator<Item = &'a [u8]> + Clone, pattern: &[u8])
 }
 
 /// Index of the first `byte` in `haystack`, eight bytes at a time: a delimiter search scans whole
-/// segments, where a byte-by-byte loop was 40% of a 64-byte line's decode (`Lines`, callgrind).
+/// segments, where a byte-by-byte loop costs 40% of a 64-byte line's decode (`Lines`, callgrind).
 /// Safe code; a crate like `memchr` would be faster still on long lines, for a dependency.
 ///
 /// ```

@@ -1,5 +1,5 @@
-//! Allocation counts, asserted with a counting global allocator (DESIGN §8: counts are
-//! deterministic, so tests assert them exactly).
+//! Allocation counts, asserted with a counting global allocator (counts are deterministic, unlike
+//! times, so tests assert them exactly).
 //!
 //! Allocations are counted per thread (a `const`-initialized thread-local, which itself never
 //! allocates), so the tests of this binary may run in parallel without seeing each other's

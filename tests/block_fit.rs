@@ -1,4 +1,4 @@
-//! Blocks that fit (issue 10 item 2): how much pooled memory a stream of frames of any size holds
+//! Blocks that fit: how much pooled memory a stream of frames of any size holds
 //! per byte it carries.
 //!
 //! The workload: a deterministic, seeded stream of frames whose bodies are uniform in 1 B..=256 KiB,
@@ -55,7 +55,7 @@ fn uniform_samples() -> usize {
 const FIXED_SAMPLES: usize = 256;
 /// Bytes in flight at least, for the fixed-size sweep.
 const MIN_WINDOW_BYTES: usize = 512 * 1024;
-/// The target of issue 10 item 2 for the mean ratio.
+/// The bound the mean ratio must stay under.
 const TARGET: f64 = 1.3;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -323,7 +323,7 @@ fn sweep_lengths() -> Vec<usize> {
 }
 
 /// Frames of one size, for sizes across the range: the worst size per path, which the uniform mix
-/// averages away (a 4 KiB + 4 B frame in an 8 KiB block, issue 10).
+/// averages away (a 4 KiB + 4 B frame in an 8 KiB block).
 #[test]
 fn pooled_bytes_held_per_byte_in_flight_fixed_sizes() {
     let cases = [

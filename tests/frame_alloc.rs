@@ -1,4 +1,4 @@
-//! The frame module allocates nothing per frame in steady state (issue 8, item 2): decoding with
+//! The frame module allocates nothing per frame in steady state: decoding with
 //! `Frames<LengthDelimited>` / `Frames<Lines>` and encoding with `FrameWriter<LengthDelimited>`, at
 //! 64 B and 4 KiB (copied and shared frames, copied and appended payloads), async and blocking.
 //!

@@ -1,4 +1,4 @@
-//! Behaviour of the frame module (issue 8, item 2): a large frame under backpressure with a
+//! Behaviour of the frame module: a large frame under backpressure with a
 //! bounded number of wakes, sharing vs copying, bad input (clear errors, no panic, bounded memory),
 //! the end of the stream, cancellation, `into_inner`, and the writer side's batching and cancel
 //! safety.
@@ -716,7 +716,7 @@ fn frames_next_dropped_while_pending_loses_nothing_and_is_woken() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Found by a review of the public API (misuse and unusual sequences), 2026-12-01.
+// Misuse and unusual sequences of the public API.
 
 /// A `Frames` polled once over `bytes` with no complete frame, then taken apart; the caller
 /// consumes those bytes itself and writes `more`.
@@ -825,9 +825,9 @@ fn within_ten_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
 
 #[test]
 fn forward_ends_with_the_readers_error_once_the_writer_knows_the_reader_completed() {
-    // Found by a review (2026-12-01): once the writer knew the reader was gone (here at its first
-    // write, which needs a block), its writes were discarded, nothing was left to flush, and
-    // nothing else ended the forward: with a stream always ready, it never returned.
+    // Once the writer knows the reader is gone (here at its first write, which needs a block),
+    // its writes are discarded and nothing is left to flush, so the forward must end on the
+    // completion itself: with a stream always ready, nothing else would end it.
     let taken = within_ten_seconds(|| {
         let (writer, mut reader) = pipe();
         let mut out = FrameWriter::new(writer, LengthDelimited::new());
@@ -849,8 +849,8 @@ fn forward_ends_with_the_readers_error_once_the_writer_knows_the_reader_complete
 
 #[test]
 fn send_all_stops_taking_items_once_the_reader_has_completed() {
-    // Found by a review (2026-12-01): the batch never filled (the writes were discarded), so the
-    // whole iterator was encoded before the one flush that reported the completion.
+    // The writes are discarded, so the batch never fills: without a check of the completion
+    // per item, the whole iterator would be encoded before the one flush that reports it.
     let (writer, mut reader) = pipe();
     let mut out = FrameWriter::new(writer, LengthDelimited::new());
     reader.complete();

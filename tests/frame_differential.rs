@@ -1,4 +1,4 @@
-//! Differential tests of the frame module against tokio-util 0.7 (issue 8, item 2): the same byte
+//! Differential tests of the frame module against tokio-util 0.7: the same byte
 //! stream, cut at random segment boundaries (1 byte to 64 KiB), through `Frames<LengthDelimited>`
 //! and `FramedRead<_, LengthDelimitedCodec>` with random builder settings, `Frames<Lines>` and
 //! `FramedRead<_, LinesCodec>`, `Frames<Delimited>` (one delimiter, and `any_of` a set of them with

@@ -96,7 +96,7 @@ fn frames_taken_are_inline_up_to_the_capacity_even_across_segments() {
     assert_eq!(&rest[..], &[b'x'; 18][..]);
     reader.advance_to(0, 0).unwrap();
 
-    // Past the capacity: a pooled copy as before.
+    // Past the inline capacity: a pooled copy.
     writer.write_slice(&[5; 100]).unwrap();
     writer.flush_blocking().unwrap();
     reader.read_blocking().unwrap();

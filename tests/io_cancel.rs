@@ -434,7 +434,8 @@ fn frames_next_dropped_while_waiting_loses_and_repeats_nothing() {
     race_frames_next(false);
 }
 
-/// The same through the `Stream` (`StreamExt::next`), which `frames.next()` no longer calls.
+/// The same through the `Stream` (`StreamExt::next`), a separate path: `frames.next()` is its own
+/// future and does not call it.
 #[test]
 fn stream_next_dropped_while_waiting_loses_and_repeats_nothing() {
     race_frames_next(true);

@@ -276,8 +276,8 @@ fn dropping_the_connection_future_aborts_both_pipes() {
 
 #[test]
 fn an_application_writer_completed_with_an_error_still_ends_the_peers_stream() {
-    // Found by a review (2026-12-01): the write side was not shut down after an error completion,
-    // so a peer reading to the end of the reply waited forever (and the connection with it).
+    // The write side is shut down after an error completion too: otherwise a peer reading to the
+    // end of the reply would wait forever (and the connection with it).
     run(async {
         let (mut client, server) = socket_pair().await;
         let (mut app, connection) = packetpipe::io::tokio::connection(server);

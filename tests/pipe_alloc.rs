@@ -1,6 +1,6 @@
-//! The pipe allocates nothing per frame in steady state (issue 3 items 4, 5 and 7), asserted with a
-//! counting global allocator (DESIGN §8: allocation counts are deterministic, so they are asserted
-//! exactly, as zero).
+//! The pipe allocates nothing per frame in steady state, asserted with a counting global
+//! allocator (allocation counts are deterministic, unlike times, so they are asserted exactly, as
+//! zero).
 //!
 //! Allocations are counted per thread (a `const`-initialized thread-local `Cell`, which never
 //! allocates itself), so the tests of this binary can run in parallel without seeing each other's

@@ -1,5 +1,6 @@
-//! The pipe's contract (DESIGN §4, issue 3 items 1-3 and 6), one test per sentence, each named
-//! after the behaviour it checks.
+//! The pipe's contract (what the `pipe` module and the two ends document: flushing and reading,
+//! backpressure, completion, cancellation, misuse), one test per behaviour, each named after the
+//! behaviour it checks.
 //!
 //! Waiting is observed without timing: a future (or a `poll_*` method) is polled by hand with a
 //! waker that counts its wakes, so "is paused", "waits" and "wakes nobody" are exact checks. Tests
@@ -838,7 +839,7 @@ fn writer_drop_completes_and_commits_staged_data() {
 
 #[test]
 fn writer_completion_is_seen_only_after_every_byte_across_threads() {
-    // The bug class of DESIGN §5: the reader seeing "writer closed" before the last bytes.
+    // The failure this rules out: the reader seeing "writer closed" before the last bytes.
     for round in 0..200u32 {
         let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
         let t = thread::spawn(move || {

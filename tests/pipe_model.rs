@@ -1,4 +1,4 @@
-//! Model-based property tests of the pipe (DESIGN §4): random sequences of writer, reader and
+//! Model-based property tests of the pipe's contract: random sequences of writer, reader and
 //! canceler operations run against a real pipe and against a small reference model (a
 //! `VecDeque<u8>` of flushed bytes, the staged bytes and a handful of flags), on one thread, with
 //! the futures polled by hand with wakers that count their wakes.
@@ -1800,8 +1800,8 @@ fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
 }
 
 /// `poll_read` is the poll form of `read` (adapters are thin layers over it), so a read that
-/// `cancel_pending_read` cut short must show as canceled through `last_read`; it used to report
-/// `is_canceled() == false` there.
+/// `cancel_pending_read` cut short must show as canceled through `last_read` (`is_canceled()`):
+/// the poll's own `Ok(())` does not say it.
 #[test]
 fn poll_read_reports_cancellation_through_last_read() {
     let (writer, mut reader) = packetpipe::pipe::pipe();

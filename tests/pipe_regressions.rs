@@ -1,5 +1,5 @@
-//! Regression tests for contract bugs found from outside, one test per behaviour, each named after
-//! what it guarantees.
+//! Behaviours of the pipe's contract that are easy to get wrong (misuse, abandoned polls, panics,
+//! unusual sequences), one test per behaviour, each named after what it guarantees.
 
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
@@ -31,7 +31,8 @@ fn read_at_least_usize_max_after_consuming_reads_to_the_end_under_backpressure()
         writer.write_slice(&[1; 10]).unwrap();
         writer.flush_blocking().unwrap();
         let len = reader.read_blocking().unwrap().buffer().len();
-        reader.advance_to(5, len).unwrap(); // consumed > 0: the old target `consumed + n` overflowed
+        // consumed > 0: a wait target computed as `consumed + n` would overflow.
+        reader.advance_to(5, len).unwrap();
         let producer = std::thread::spawn(move || {
             for _ in 0..20 {
                 writer.write_slice(&[2; 10]).unwrap();
@@ -113,8 +114,8 @@ fn one_pool() -> packetpipe::Pool {
 }
 
 /// A flush publishing only appended packets, while the write buffer is parked from an earlier
-/// flush, must keep it parked (it once dropped track of it, and the next park found the slot
-/// taken). Found by the pipe model test.
+/// flush, must keep it parked (losing track of it would make the next park find the slot
+/// taken). The pipe model test reaches this sequence too.
 #[test]
 fn a_flush_of_appended_bytes_keeps_the_parked_write_buffer() {
     let pool = one_pool();
@@ -292,9 +293,9 @@ fn consume_all_after_the_reader_completed_reports_reader_completed_like_advance_
     assert_eq!(reader.consume_all().unwrap_err(), Error::ReaderCompleted);
 }
 
-/// After `take_frame`, a read without `advance_to` used to return the rest of the buffer at once,
-/// so a loop that took its frames and read for more spun; it is an error now, and after
-/// `advance_to` the read waits as expected.
+/// After `take_frame`, a read without `advance_to` is an error (returning the rest of the buffer
+/// at once would spin a loop that took its frames and reads for more), and after `advance_to`
+/// the read waits as expected.
 #[test]
 fn a_read_after_take_frame_without_advance_to_is_an_error_not_a_spin() {
     use std::task::Context;
@@ -329,7 +330,7 @@ fn a_read_after_take_frame_without_advance_to_is_an_error_not_a_spin() {
 }
 
 /// A writer dropped while its thread panics completes with an error, so the reader does not see
-/// the truncated stream as complete (it used to complete normally).
+/// the truncated stream as complete (as it would if the drop completed normally).
 #[test]
 fn a_writer_dropped_during_a_panic_completes_with_an_error() {
     let (mut writer, mut reader) = pipe();
@@ -365,8 +366,8 @@ fn a_reader_dropped_during_a_panic_completes_with_an_error() {
     assert!(matches!(e, Error::Peer { side: "reader", .. }), "{e:?}");
 }
 
-/// A flush whose poll was abandoned while paused used to leave the writer paused, so the next
-/// flush of new bytes waited for the resume threshold instead of the pause threshold.
+/// A flush whose poll was abandoned while paused does not leave the writer paused: the next
+/// flush of new bytes waits for the pause threshold, not for the resume threshold.
 #[test]
 fn an_abandoned_paused_flush_does_not_make_the_next_flush_wait_for_resume() {
     use std::task::Context;
@@ -386,8 +387,8 @@ fn an_abandoned_paused_flush_does_not_make_the_next_flush_wait_for_resume() {
     assert!(writer.poll_flush_pipe(&mut cx).is_ready());
 }
 
-/// A `read_at_least` whose poll was abandoned while waiting used to keep the writer's
-/// backpressure lifted for good; the reader's next operation ends the lift.
+/// A `read_at_least` whose poll was abandoned while waiting does not keep the writer's
+/// backpressure lifted for good: the reader's next operation ends the lift.
 #[test]
 fn an_abandoned_read_at_least_poll_stops_lifting_backpressure_at_the_next_read() {
     use std::task::Context;
@@ -424,8 +425,8 @@ impl std::task::Wake for WakeCount {
     }
 }
 
-/// DESIGN §6: a reader waiting in `read_at_least(n)` wakes once when the n bytes are there, not
-/// once per flush before (it used to be woken, and re-polled for nothing, on every segment).
+/// A reader waiting in `read_at_least(n)` wakes once when the n bytes are there, not once per
+/// flush before it (a wake, and a poll for nothing, on every segment).
 /// Switching to a plain read afterwards, even from a `poll_read_at_least` left pending, gets a
 /// wake on the next flush again.
 #[test]
@@ -466,7 +467,7 @@ fn read_at_least_wakes_once_when_n_bytes_arrived_not_per_flush() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Found by a review of the public API (misuse and unusual sequences), 2026-12-01.
+// Misuse and unusual sequences of the public API.
 
 #[test]
 fn a_failed_buffer_mut_leaves_the_space_handed_out_before_it() {
@@ -550,9 +551,9 @@ fn the_drain_pump_rejects_a_sink_that_reports_more_than_it_was_given() {
 
 #[test]
 fn a_read_buffer_dropped_after_its_coalescing_yield_does_not_make_the_next_one_yield() {
-    // Found by a review (2026-12-01): in a `select!` loop whose other branch is always ready, the
-    // coalescing yield of each fresh `read_buffer()` let the other branch win every time, and the
-    // bytes already there were never taken.
+    // In a `select!` loop whose other branch is always ready, a coalescing yield by each fresh
+    // `read_buffer()` would let the other branch win every time, and the bytes already there
+    // would never be taken.
     use std::future::Future;
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
@@ -579,10 +580,10 @@ fn a_read_buffer_dropped_after_its_coalescing_yield_does_not_make_the_next_one_y
 
 #[test]
 fn a_slow_writer_feeding_a_waiting_reader_keeps_one_block_not_one_per_flush() {
-    // Found by a review (2026-12-01): the reader sent the writer's partly used block home each
-    // time it went to wait, although its unconsumed bytes kept that block alive; the writer then
-    // rented a new block for the next byte. A sender trickling a large request held a block per
-    // read (1,000 one-byte flushes: 1,000 blocks, 4 MB).
+    // A reader that sent the writer's partly used block home each time it went to wait, although
+    // its unconsumed bytes keep that block alive, would make the writer rent a new block for the
+    // next byte: a sender trickling a large request would hold a block per read (1,000 one-byte
+    // flushes: 1,000 blocks, 4 MB).
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     let pool = one_pool();
@@ -619,8 +620,9 @@ fn a_slow_writer_feeding_a_waiting_reader_keeps_one_block_not_one_per_flush() {
 
 #[test]
 fn a_peers_interrupted_error_does_not_make_std_helpers_retry_for_ever() {
-    // Found by a review (2026-12-01): the error is returned again by every later call, and std's
-    // `read_to_end` / `write_all` retry `Interrupted`, so they spun at full CPU for ever.
+    // The error is returned again by every later call, and std's `read_to_end` / `write_all`
+    // retry `Interrupted`: passed through as `Interrupted`, it would spin them at full CPU for
+    // ever.
     use std::io::{ErrorKind, Read, Write};
     let got = within_a_minute(|| {
         let (mut writer, mut reader) = pipe();
@@ -654,9 +656,9 @@ fn a_canceled_frame_read_is_not_interrupted_as_an_io_error() {
 
 #[test]
 fn bufmut_writes_after_the_reader_is_gone_reuse_one_scratch() {
-    // Found by a review (2026-12-01): `chunk_mut` asks for one byte, and each call allocated a
-    // fresh one-byte scratch for the discarded bytes (8 MiB of `put_slice`: 8 million
-    // allocations, 100x slower than with a live reader).
+    // `chunk_mut` asks for one byte: a fresh one-byte scratch per call for the discarded bytes
+    // would make 8 MiB of `put_slice` 8 million allocations (100x slower than with a live
+    // reader).
     use bytes::BufMut;
     let (mut writer, reader) = pipe();
     drop(reader);

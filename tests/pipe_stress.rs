@@ -1,7 +1,7 @@
-//! Cross-thread stress of the pipe (DESIGN §4-5): a writer thread and a reader thread stream
-//! length-prefixed frames (4-byte big-endian length, then the payload) of random sizes from 1 B to
-//! 256 KiB, skewed towards small ones, and both compute a 64-bit FNV-1a over all payloads in
-//! order; the sums, frame counts and byte counts must agree.
+//! Cross-thread stress of the pipe (its contract and its cross-thread ordering): a writer thread
+//! and a reader thread stream length-prefixed frames (4-byte big-endian length, then the payload)
+//! of random sizes from 1 B to 256 KiB, skewed towards small ones, and both compute a 64-bit
+//! FNV-1a over all payloads in order; the sums, frame counts and byte counts must agree.
 //!
 //! - The writer stages each frame in one of several ways: `write`, one `buffer_mut` + `advance`,
 //!   many small `buffer_mut` + partial `advance`s, or `append` of packets of every kind (pooled,

@@ -907,8 +907,8 @@ fn outstanding_bytes_are_the_capacities_of_live_blocks() {
 
 #[test]
 fn unlimited_thread_cache_settings_do_not_overflow_the_cache_accounting() {
-    // Found by a review (2026-12-01): a cap of usize::MAX made the cache's "reserved + bytes"
-    // overflow (a panic in debug builds, wrapped accounting in release).
+    // A cap of usize::MAX must not make the cache's "reserved + bytes" overflow (a panic in
+    // debug builds, wrapped accounting in release): the sum is a checked add.
     let pool = Pool::builder()
         .thread_cache_depth(usize::MAX)
         .thread_cache_bytes(usize::MAX)

@@ -209,8 +209,8 @@ fn dropping_the_last_handle_frees_this_threads_cache_and_the_depot_at_once() {
 // No cache for a closed pool
 
 /// Dropping the last handle on a thread that never used the pool allocates nothing and leaves no
-/// cache behind (it used to register a cache for the pool it was closing, and keep it until the
-/// thread exited).
+/// cache behind (a cache registered for the pool it closes would be kept until the thread
+/// exits).
 #[test]
 fn dropping_the_last_handle_registers_no_cache_for_the_pool_it_closes() {
     let pool = Pool::new();
@@ -250,7 +250,8 @@ fn trim_on_a_thread_that_never_used_the_pool_registers_no_cache() {
 }
 
 /// Returning blocks of two closed pools alternately on one thread frees each block and allocates
-/// nothing (it used to register a cache per return, each registration dropping the other pool's).
+/// nothing (registering a cache per return, each registration dropping the other pool's, would
+/// allocate on every return).
 #[test]
 fn returning_blocks_of_two_closed_pools_alternately_allocates_nothing() {
     const BLOCKS: usize = 100;

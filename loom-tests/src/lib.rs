@@ -3,8 +3,9 @@
 //! Run them with `scripts/loom.sh` (release build, `LOOM_MAX_PREEMPTIONS=2` unless set), which also
 //! checks that each mutant (a patch in `mutants/` that puts a realistic bug back into the library,
 //! applied to a scratch copy and built with `--cfg packetpipe_mutant`) makes its model fail.
-//! Without `--cfg packetpipe_loom` every test file compiles to nothing, so `cargo test --workspace`
-//! stays fast.
+//! Without `--cfg packetpipe_loom` every test file compiles to nothing, and each is `test = false`
+//! in this crate's Cargo.toml, so `cargo test --workspace` neither builds nor runs them (the script
+//! selects them with `--test`).
 //!
 //! This library holds the small helpers the models share.
 #![cfg(packetpipe_loom)]

@@ -40,9 +40,9 @@ fn paused_flush_resumes_when_reader_advances() {
 /// A paused flush whose reader completes (without examining anything) returns with
 /// `is_completed`; it is never left waiting.
 ///
-/// This model found a real race, now fixed: `PipeWriter::flush_status` loaded the reader word
-/// twice (once for `DONE`, once more inside `PipeState::must_wait`); a reader completing between
-/// the two loads made the flush return `Ok` with `is_completed == false`.
+/// The race this model rules out: were `PipeWriter::flush_status` to load the reader word twice
+/// (once for `DONE`, once more inside `PipeState::must_wait`), a reader completing between the two
+/// loads would make the flush return `Ok` with `is_completed == false`; it loads it once.
 #[test]
 #[cfg(not(packetpipe_mutant))]
 fn reader_completion_wakes_paused_flush() {

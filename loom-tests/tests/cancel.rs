@@ -43,11 +43,11 @@ fn cancel_read_model() {
     });
 }
 
-/// This model found a real lost cancel, now fixed (loom: "deadlock", the reader asleep for good):
-/// `PipeReader::check` tested `cancel_read` with a Relaxed load right after `register` stored the
-/// waiting flag. Nothing ordered that load after the flag store (the C++ model allows it to read the
-/// old `false`, and aarch64 does reorder it), while the canceler's `wake` found no waiter yet. The
-/// load is now SeqCst, a re-check of the handshake like the others.
+/// The lost cancel this model rules out (loom reports it as "deadlock", the reader asleep for
+/// good): if `PipeReader::check` tested `cancel_read` with a Relaxed load right after `register`
+/// stored the waiting flag, nothing would order that load after the flag store (the C++ model
+/// allows it to read a stale `false`, and aarch64 does reorder it), while the canceler's `wake`
+/// finds no waiter yet. The load is SeqCst, a re-check of the handshake like the others.
 #[test]
 #[cfg(not(packetpipe_mutant))]
 fn cancel_pending_read_exactly_once() {

@@ -40,7 +40,7 @@ fn failing_writer_ends_read_at_least_with_its_error() {
     failing_writer_ends_read_at_least_model();
 }
 
-/// Mutant `short_read_at_least`: the old behaviour, a short buffer with neither flag.
+/// Mutant `short_read_at_least`: the read returns a short buffer with neither flag.
 #[test]
 #[cfg(packetpipe_mutant)]
 #[should_panic(expected = "expected the writer's error")]

@@ -148,9 +148,9 @@ pub(crate) const SMALL_READ: u64 = 1024;
 /// same from its wake-up latency). A reader whose data is not coming yet (a request/response
 /// reader) loses nothing, it would wait anyway; one that reads small pieces that are already
 /// there pays the delay once per read (the cost of not knowing whether more is coming: about
-/// 190 ns per read of under 1 KiB). Limiting it to reads after one that had to wait was tried:
-/// in the streaming case most reads find a frame there without waiting, and the gain was gone
-/// (98-117 ns per 64-byte frame against 65-72).
+/// 190 ns per read of under 1 KiB). It is not limited to reads after one that had to wait: in
+/// the streaming case most reads find a frame there without waiting, and so limited it loses the
+/// gain (98-117 ns per 64-byte frame against 65-72).
 /// Measured on the peers workload (BENCHMARKS.md, "Read coalescing"): 64-byte frames over two
 /// threads 106-113 -> 65-72 ns per frame; 4 KiB and 64 KiB frames do not coalesce.
 #[inline]

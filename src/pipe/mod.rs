@@ -58,7 +58,7 @@
 //!   reader, so staging costs no atomics at all.
 //! - *Close vs data.* Completion adds the last staged bytes and the `DONE` bit in the same atomic
 //!   add, and the reader takes both from one load: it cannot see "closed" without the bytes before
-//!   it (the bug that made a peer crate lose data).
+//!   it (a reader that loaded the two apart could end a stream short of its last bytes).
 //! - *Node reuse.* The reader takes a consumed node's packet out, then stores its position
 //!   (Release); the writer loads it (Acquire) before reusing any node behind it.
 //! - *Sleep and wake.* A side that must wait stores its waker, sets its `waiting` flag (SeqCst) and

@@ -214,7 +214,7 @@ impl PipeReader {
     /// flushes on another worker adds more before this read takes them. Without it, two tasks
     /// on two workers trade small frames a few at a time, and every read pays for its wait and
     /// its wake (BENCHMARKS.md, "Async read coalescing"). A reader whose bytes are not there yet
-    /// does not yield (it waits as before), and a read that yielded does not yield again, nor does
+    /// does not yield (it just waits), and a read that yielded does not yield again, nor does
     /// the next `read_buffer` if that one was dropped after its yield (in a `select!`). The
     /// poll form ([`poll_read_buffer`](Self::poll_read_buffer)) and
     /// [`read_at_least`](Self::read_at_least) never yield.
@@ -499,7 +499,7 @@ impl PipeReader {
     fn check(&mut self, want: Want) -> Option<Result<(bool, bool), Error>> {
         // SeqCst: after `register`, this load is the waiter's re-check in the handshake with a
         // canceler (`wait.rs`); a Relaxed load could miss a cancel whose wake saw no waiter
-        // (found by the loom cancel model).
+        // (the loom cancel model checks it).
         crate::sync::loom_seq_cst_point();
         let canceled = self.state.progress.cancel_read.load(Ordering::SeqCst)
             && self

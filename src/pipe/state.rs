@@ -1,12 +1,16 @@
 //! State shared by the two ends of a pipe (besides the segment queue): the reader's progress,
 //! completion, cancellation, and each side's parking spot.
 //!
+//! Both state words, the queue's `published` and this module's `reader`, share one layout: the
+//! top bit `DONE` (the side completed), the next `FAILED` (it completed with an error) and a
+//! byte count below them (`COUNT`).
+//!
 //! Who writes what:
 //!
 //! | field | written by | read by |
 //! |---|---|---|
-//! | queue `published` word (bytes + `WRITER_DONE`/`WRITER_FAILED`) | writer (SeqCst add) | reader |
-//! | `reader` word (furthest examined + `READER_DONE`/`READER_FAILED`) | reader (SeqCst) | writer, only when a flush may pause or the reader completed |
+//! | queue `published` word (bytes flushed + `DONE`/`FAILED`) | writer (SeqCst add) | reader |
+//! | `reader` word (furthest examined + `DONE`/`FAILED`) | reader (SeqCst) | writer, only when a flush may pause or the reader completed |
 //! | `reader_done` flag (a copy of the word's `DONE`, stored after it) | reader (SeqCst, once) | writer, every flush |
 //! | `reader_needs` (target of a pending `read_at_least`) | reader (SeqCst) | writer |
 //! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap) |
@@ -14,7 +18,7 @@
 //! | `waits.writer` | writer registers | reader and cancelers wake |
 //! | `reader_closed` wait | writer registers (idle pump) | reader's completion wakes |
 //! | queue `parked_tail` | writer parks (before publishing) and reclaims (swap) | reader releases (swap) before it waits |
-//! | `writer_error` / `reader_error` | the completing side, before its DONE bit | the other side, after it |
+//! | `writer_error` / `reader_error` | the completing side, before its `DONE` and `FAILED` bits | the other side, after it sees `FAILED` |
 
 use super::wait::WaitCell;
 use crate::error::{Error, SharedError};

@@ -347,7 +347,7 @@ impl PipeWriter {
         let progress = &self.state.progress;
         // This writer may know already (`poll_reader_completed` sees `DONE` in the word, which the
         // reader stores before the flag): a flush after that must say so too (the loom model
-        // `completion_reaches_an_unpaused_flush` found a flush that did not).
+        // `completion_reaches_an_unpaused_flush` checks it).
         let done = self.reader_done || progress.reader_done.load(Ordering::SeqCst);
         // The common case, far from the pause threshold: the reader's position only grows, so the
         // one this writer loaded last already says this flush cannot pause; it is not loaded again
@@ -386,7 +386,8 @@ impl PipeWriter {
             }));
         }
         // The reader word loaded above, not a second load: a completion landing between two loads
-        // would otherwise end the flush without `is_completed` (found by the loom backpressure model).
+        // would otherwise end the flush without `is_completed` (the loom backpressure model
+        // checks it).
         if self.state.must_wait(reader, self.published, self.paused) {
             return None;
         }
@@ -698,7 +699,7 @@ impl PipeWriter {
             self.queue.publish(0);
             self.published += staged;
             // A reader waiting in `read_at_least(n)` is woken once its n bytes are published, not
-            // on every flush before (DESIGN §6: one wake per large frame, not one per segment).
+            // on every flush before it (one wake per large frame, not one per segment).
             // SeqCst, after the publish: a target this load misses was stored before the reader's
             // re-check, which then sees the bytes; a target it sees stale (0, or an old one the
             // reader has since cleared with a SeqCst store before registering) costs at most a

@@ -460,13 +460,12 @@ impl Default for PoolBuilder {
 /// attack's end (when the application calls `Pool::evict_idle` from a timer).
 const DEFAULT_IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measured both sides of this:
-/// in a warm single-thread loop, rent + return takes about 4 ns at every size since the hot-path
-/// work of issue 10 (0.58x `Vec::with_capacity(64)` + drop at 64 B; before it, glibc's `malloc` +
-/// `free` won that loop at every size, 10.9 against 21.8 ns at 64 B); made on one thread and
-/// dropped on another (the pipe's pattern) a pooled 64 B packet cost 0.66x a `Vec` and a 4 KiB one
-/// 0.12x even then, with no page faults and no allocation per operation. The pool serves tiny
-/// sizes too.
+/// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measures both sides of this:
+/// in a warm single-thread loop, rent + return takes about 4 ns at every size (0.58x
+/// `Vec::with_capacity(64)` + drop at 64 B, so even there the pool is no slower than glibc's
+/// `malloc` + `free`); made on one thread and dropped on another (the pipe's pattern) a pooled
+/// packet costs a fraction of a `Vec`, with no page faults and no allocation per operation. The
+/// pool serves tiny sizes too.
 const DEFAULT_MIN_CLASS: usize = 64;
 
 /// Default bound on the bytes one thread caches for a pool: below the 6.5 MiB a thread could

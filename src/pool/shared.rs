@@ -105,8 +105,9 @@ impl Config {
     /// The class serving a request of `n` bytes (n >= 1), or `None` above the largest class.
     ///
     /// Up to `table_max` (4 KiB, or the largest class if smaller) a table lookup: a compare, a
-    /// shift and a byte load (just the compare and the load for a constant size), where the arithmetic below takes about 17 instructions on the rent
-    /// path (issue 10, item 3). Larger requests are computed.
+    /// shift and a byte load (just the compare and the load for a constant size), where the
+    /// arithmetic below takes about 17 instructions on the rent path. Larger requests are
+    /// computed.
     #[inline]
     pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
         debug_assert!(n >= 1, "class_of(0)");

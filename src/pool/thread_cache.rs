@@ -30,7 +30,7 @@
 //! memory its own thread owns (no line shared with every thread of the process), and a close
 //! disturbs only the threads that cached the closing pool.
 //!
-//! The hot path (issue 10, item 3). A rent or return that the last-used pool's cache can serve
+//! The hot path. A rent or return that the last-used pool's cache can serve
 //! runs inline, with no call (rent) or one call (return, `pool::recycle`), in 20-30 instructions
 //! each: the thread-local's address (a `const` thread-local with no destructor, so no
 //! lazy-initialization check), one compare of the pool with the key of the hot cache's shelf
@@ -38,11 +38,10 @@
 //! this compare is also the borrow check), the close notice on a return (through the hot cache's
 //! own clone of it), the class's magazine (a fixed table of `CLASS_SLOTS` entries indexed with a
 //! mask, no bounds check), the pop or push, and one counter on the thread's statistics slot (the
-//! class's rents or returns, which also stands for the cached bytes: see `pool::stats`; exact, as
-//! before). Everything else (spare swap,
-//! depot, fresh allocation, spill, clearing on return, unpooled blocks, registering a cache,
-//! sweeping) is `#[cold]` and out of line, and takes the hot cache off the shelf while it runs
-//! (`with_caches`).
+//! class's rents or returns, which also stands for the cached bytes, exactly: see `pool::stats`).
+//! Everything else (spare swap, depot, fresh allocation, spill, clearing on return, unpooled
+//! blocks, registering a cache, sweeping) is `#[cold]` and out of line, and takes the hot cache
+//! off the shelf while it runs (`with_caches`).
 
 use std::cell::RefCell;
 

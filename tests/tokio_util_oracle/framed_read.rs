@@ -12,9 +12,9 @@
 //! when polled again); a resumed stream decodes the bytes already in the pipe at once (`FramedRead`
 //! first waits for its next read to return).
 //!
-//! Difference found and fixed: `multi_frames_on_eof`. At an end that brought no new byte,
-//! `Frames` asked `decode` again before `decode_eof` (that test's decoder panics in `decode`);
-//! `FramedRead` calls only `decode_eof` there.
+//! `multi_frames_on_eof` pins one detail: at an end that brought no new byte, `Frames` calls only
+//! `decode_eof`, as `FramedRead` does, not `decode` first (that test's decoder panics in
+//! `decode`).
 
 use packetpipe::frame::{DecodeBuf, Decoded, Decoder, FrameError};
 

@@ -8,10 +8,12 @@
 //!   encoded when the writer's block has fewer free bytes than the frame needs, is
 //!   `encode_overflow_into_a_nearly_full_block`.
 //!
-//! Everything else is mirrored. Differences found and fixed: the maximum frame length changed
-//! while a frame is in flight (`read_update_max_frame_len_in_flight`: the frame's header was
-//! checked again against the new maximum); the error kind of an item too long to encode
-//! (`runtime_max_frame_len_respects_length_field`: `InvalidData`, tokio-util's is `InvalidInput`).
+//! Everything else is mirrored. Two tests pin behaviour that is easy to get unlike tokio-util's:
+//! the maximum frame length changed while a frame is in flight
+//! (`read_update_max_frame_len_in_flight`: the frame's header is not checked again against the
+//! new maximum); the error kind of an item too long to encode
+//! (`runtime_max_frame_len_respects_length_field`: `InvalidInput`, as tokio-util's, not
+//! `InvalidData`).
 //! Deliberate: `deviation_a_header_with_no_payload_at_the_end_is_bytes_remaining`.
 
 use packetpipe::frame::{FrameError, LengthDelimited};
