@@ -15,7 +15,7 @@
 //! Times are CPU time of the benchmarking thread (`ThreadCpuTime` below), so that time spent
 //! descheduled on a shared machine does not count.
 //!
-//! Copy speed on glibc 2.36 / AMD EPYC depends on `GLIBC_TUNABLES` (see DESIGN.md §8 and
+//! Copy speed on glibc 2.36 / AMD EPYC depends on `GLIBC_TUNABLES` (see
 //! BENCHMARKS.md); run the `copy` rows both with and without
 //! `GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000`.
 //!

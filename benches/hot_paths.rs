@@ -1,7 +1,7 @@
 //! Hot paths for the instruction-count guard (`scripts/instructions.sh`): each path runs `n` times,
 //! so that instructions per operation = (count at `3n` - count at `n`) / `2n` under
 //! `valgrind --tool=callgrind`, with setup and teardown cancelled out. Instruction counts do not
-//! depend on what else the machine is doing (DESIGN §8), unlike times.
+//! depend on what else the machine is doing, unlike times.
 //!
 //! ```text
 //! target/release/deps/hot_paths-<hash> <path> <n>     # run one path n times

@@ -1,4 +1,4 @@
-//! What the pipe costs per frame, next to baselines measured in the same run (DESIGN §8).
+//! What the pipe costs per frame, next to baselines measured in the same run.
 //!
 //! Groups (one per frame size where the size matters, so the ratios within a group read off
 //! directly):
@@ -35,7 +35,7 @@
 //!   always into a fitted pooled buffer, or inline in the `Packet` at 16 B). A size where `copy` became cheaper than `share` would be the time crossover
 //!   for `DEFAULT_COPY_THRESHOLD`; BENCHMARKS.md has the measured curve.
 //!
-//! Copy speed on glibc 2.36 / AMD EPYC depends on `GLIBC_TUNABLES` (DESIGN §8): run `pipe_write` and
+//! Copy speed on glibc 2.36 / AMD EPYC depends on `GLIBC_TUNABLES` (its `memcpy` is slow for 4-64 KiB without it): run `pipe_write` and
 //! `take_frame` with and without the tunable.
 //!
 //! ```text

@@ -461,8 +461,8 @@ impl Default for PoolBuilder {
 const DEFAULT_IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measures both sides of this:
-/// in a warm single-thread loop, rent + return takes about 4 ns at every size (0.58x
-/// `Vec::with_capacity(64)` + drop at 64 B, so even there the pool is no slower than glibc's
+/// in a warm single-thread loop, rent + return takes 3-4 ns at every size (about half
+/// of `Vec::with_capacity(64)` + drop at 64 B, so even there the pool is no slower than glibc's
 /// `malloc` + `free`); made on one thread and dropped on another (the pipe's pattern) a pooled
 /// packet costs a fraction of a `Vec`, with no page faults and no allocation per operation. The
 /// pool serves tiny sizes too.
