@@ -67,7 +67,7 @@ use std::io;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -294,7 +294,6 @@ struct Conn {
 struct SendBuf {
     msg: libc::msghdr,
     iov: Box<[libc::iovec]>,
-    len: usize,
 }
 
 impl SendBuf {
@@ -308,7 +307,6 @@ impl SendBuf {
             // data and no iovecs.
             msg: unsafe { std::mem::zeroed() },
             iov: vec![empty; segments].into_boxed_slice(),
-            len: 0,
         })
     }
 }
@@ -380,7 +378,6 @@ impl Driver {
                 sleeping: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 eventfd,
-                kicks: AtomicU64::new(0),
             }),
             wake_buf: Box::new(0),
             wake_armed: false,
@@ -710,7 +707,7 @@ impl Driver {
         conn.sending = false;
         if res >= 0 {
             let n = res as usize;
-            // The iovecs named the output's first `send.len` bytes; the socket took `n` of them.
+            // The iovecs named the output's first bytes; the socket took `n` of them.
             if conn.output.advance_to(n, n).is_err() {
                 conn.output_done = true;
             }
@@ -908,14 +905,11 @@ impl Conn {
                 let segments = self.segments;
                 let send = self.send.get_or_insert_with(|| SendBuf::new(segments));
                 let mut n = 0;
-                let mut len = 0;
                 for (slot, chunk) in send.iov.iter_mut().zip(buffer.chunks()) {
                     slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
                     slot.iov_len = chunk.len();
-                    len += chunk.len();
                     n += 1;
                 }
-                send.len = len;
                 send.msg.msg_iov = send.iov.as_mut_ptr();
                 send.msg.msg_iovlen = n as _;
                 self.sending = true;
@@ -961,12 +955,10 @@ struct WakeQueue {
     sleeping: AtomicBool,
     stop: AtomicBool,
     eventfd: OwnedFd,
-    kicks: AtomicU64,
 }
 
 impl WakeQueue {
     fn kick(&self) {
-        self.kicks.fetch_add(1, Ordering::Relaxed);
         let one: u64 = 1;
         // SAFETY: writes the 8 bytes of `one`, which outlives the call, to our eventfd.
         unsafe {
