@@ -9,7 +9,7 @@
 //! Listens on ADDR (default `127.0.0.1:7000`), prints `listening on ADDR` once it accepts, and
 //! echoes until killed. `--transport uring` (feature `io-uring`) serves the connections on an
 //! io_uring driver: the kernel receives into pooled blocks, the same codec and `forward` echo
-//! them; where io_uring is unavailable it says so and serves on epoll. `examples/echo_load.rs` measures it against a tokio-util `Framed` echo
+//! them; where io_uring is unavailable it says so and serves on epoll. `perf/examples/echo_load.rs` measures it against a tokio-util `Framed` echo
 //! server.
 #![forbid(unsafe_code)]
 

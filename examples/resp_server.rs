@@ -23,7 +23,7 @@
 //! (`io::tokio::connection_with`); requests come out of a `Frames<RespDecoder>` (a `Decoder`
 //! that parses across segment boundaries in place, `resp/pipe_server.rs`); values above 2 KiB
 //! are stored as the packets taken out of the socket's pooled blocks and `append`ed back on GET
-//! (zero-copy in and out). `examples/resp_server_tokio_util.rs` is the same server on
+//! (zero-copy in and out). `perf/examples/resp_server_tokio_util.rs` is the same server on
 //! tokio-util's `Framed`.
 #![forbid(unsafe_code)]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # User-space instructions per echoed message of the echo servers: packetpipe's
 # (examples/echo_server.rs) against tokio-util's `Framed` + `forward`, each alone in a process under
-# valgrind's callgrind, loaded by examples/echo_count.rs over loopback.
+# valgrind's callgrind, loaded by perf/examples/echo_count.rs over loopback.
 #
 #   bash scripts/echo_instructions.sh [CONNECTIONS] [OUTSTANDING] [MESSAGES]   # default 16 1 2000
 #
@@ -18,7 +18,7 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get ins
 connections=${1:-16}
 outstanding=${2:-1}
 messages=${3:-2000}
-cargo build --release --features tokio --example echo_count -q
+cargo build --release -p packetpipe-perf --example echo_count -q
 exe=target/release/examples/echo_count
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT

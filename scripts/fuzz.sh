@@ -9,14 +9,15 @@
 # - pipe_ops: random operation sequences on a pipe's writer and reader (writes, buffer_mut +
 #   advance including past the handed-out space, appends, flushes polled once or dropped, reads in
 #   every form, advance_to with valid and invalid positions, take_frame, consume_all, cancels,
-#   completion with and without an error, dropping either end) checked against a byte model; the
-#   decoder and checker are fuzz/src/pipe_ops.rs.
+#   completion with and without an error, dropping either end) checked against the pipe's reference
+#   model, the one the proptests of tests-integration/tests/pipe_model/ run (tests-integration/tests/kit/pipe_model/, included by path;
+#   the input decoder is tests-integration/tests/kit/pipe_model/input.rs).
 # - frame_decoders: LengthDelimited (packets and chains, random builder settings), Lines,
 #   Delimited (one delimiter, and any_of a set with a sequence writer) and Passthrough on arbitrary
 #   bytes cut at random segment boundaries, against tokio-util's LengthDelimitedCodec, LinesCodec,
 #   AnyDelimiterCodec and BytesCodec: the same frames and the same errors (and io::ErrorKinds) at
 #   the same point, and the same bytes from the any_of and passthrough encoders
-#   (fuzz/src/frame_decoders.rs, the harness the proptests of tests/frame_differential.rs use
+#   (fuzz/src/frame_decoders.rs, the harness the proptests of tests-integration/tests/frame_differential.rs use
 #   too). 51,584 runs in 60 s (860/s) on the 2-core VM with a build running on the other core.
 # - resp_parser: the RESP example's request parser (examples/resp/, included by path) on arbitrary
 #   bytes, whole and cut at random points, through the packetpipe decoder and the tokio-util codec:
@@ -25,7 +26,7 @@
 # The committed corpus (fuzz/corpus/<target>/) is only read: new inputs libFuzzer finds go to a
 # scratch copy under target/fuzz-work/, so a run never dirties the tree. A crash (a failed check or
 # a sanitizer report) fails the script; the input is copied to fuzz/regressions/<target>/ and
-# printed in hex, so it can be committed from a CI log too. `cargo test` (tests/fuzz_replay.rs)
+# printed in hex, so it can be committed from a CI log too. `cargo test` (tests-integration/tests/fuzz_replay.rs)
 # replays every file of fuzz/corpus/ and fuzz/regressions/ through the same checker without
 # libFuzzer, so a committed crash input stays a regression test.
 #
@@ -81,7 +82,7 @@ for file in fuzz/fuzz_targets/*.rs; do
             name="$(basename "$crash")"
             cp "$crash" "fuzz/regressions/$target/$name"
             echo "=== $target FAILED: input $crash, copied to fuzz/regressions/$target/$name"
-            echo "    (commit it: tests/fuzz_replay.rs replays it in cargo test); hex:"
+            echo "    (commit it: tests-integration/tests/fuzz_replay.rs replays it in cargo test); hex:"
             od -An -tx1 -v "$crash" | sed 's/^/    /'
         done
         failed+=("$target")

@@ -10,11 +10,11 @@
 # and memory leaks (a leaked block fails the run).
 #
 # What runs (the tests that drive src/block.rs, the pool and src/pipe/queue.rs):
-# - tests/packet_refcount.rs (blocks, windows, writers, shared release across threads),
-#   tests/pool.rs and tests/pool_close.rs (thread caches, depot, closing), tests/segments.rs and
-#   tests/bounds.rs (views over blocks), tests/miri_pipe.rs (two threads streaming through a small,
+# - tests-integration/tests/packet_refcount/ (blocks, windows, writers, shared release across threads),
+#   tests-integration/tests/pool.rs and tests-integration/tests/pool_close.rs (thread caches, depot, closing), tests-integration/tests/segments.rs and
+#   tests-integration/tests/bounds.rs (views over blocks), tests-integration/tests/miri_pipe.rs (two threads streaming through a small,
 #   often paused pipe; a reader completing mid-stream; a canceler on a third thread), and
-#   tests/fuzz_replay.rs (the fuzz corpus: every misuse path of the pipe, single-threaded).
+#   tests-integration/tests/fuzz_replay.rs (the fuzz corpus: every misuse path of the pipe, single-threaded).
 # - Smaller sizes where the tests read them: PROPTEST_CASES=2, MIRI_PIPE_FRAMES=150,
 #   FUZZ_REPLAY_RANDOM=2; the tests' own `cfg!(miri)` sizes elsewhere.
 # - Skipped (SKIP below, each with its reason): tests that take minutes under Miri and cover safe
@@ -28,7 +28,7 @@
 # (shared with two other builds, so inflated), Stacked Borrows, each test timed with the harness's
 # `-Z unstable-options --report-time`: toolchain install and `cargo miri setup` 13 s, build 38 s;
 # the other six binaries together 463 s (segments 88 s, fuzz_replay 84 s, miri_pipe 78 s,
-# pool_close 50 s, bounds 35 s, packet_refcount the rest); tests/pool.rs 523 s, measured at
+# pool_close 50 s, bounds 35 s, packet_refcount the rest); tests-integration/tests/pool.rs 523 s, measured at
 # about twice the load of the figures before it (the thread-cache cap test, sized down for Miri,
 # 152 s, the two cross-thread steady-state tests 177 s). Tree
 # Borrows takes 1.5-2x as long. The two models run at once, so the step takes about as long as
@@ -67,7 +67,7 @@ cargo "+$toolchain" miri --version
 cargo "+$toolchain" miri setup >/dev/null
 echo "--- toolchain ready in $((SECONDS - start)) s"
 
-test_args=()
+test_args=(-p packetpipe-tests)
 for t in "${TESTS[@]}"; do
     test_args+=(--test "$t")
 done

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Plot the peers bench (benches/peers.rs): ns/frame against frame size, one line per row.
+"""Plot the peers bench (perf/benches/peers.rs): ns/frame against frame size, one line per row.
 
 Run the bench, then this script (python3, standard library only), from the repository root:
 
-    GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 cargo bench --bench peers
+    GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 cargo bench -p packetpipe-perf --bench peers
     python3 scripts/plot_peers.py --note "2-vCPU AMD EPYC VM, idle, glibc tunable on"
 
 It writes docs/peers.svg (two panels, threads and tasks; x = frame size, y = ns/frame, both log
@@ -250,7 +250,7 @@ def main():
     args = ap.parse_args()
     results = load(args.criterion)
     if not results:
-        sys.exit(f"no peers results under {args.criterion}: run `cargo bench --bench peers` first")
+        sys.exit(f"no peers results under {args.criterion}: run `cargo bench -p packetpipe-perf --bench peers` first")
     missing = [
         f"{m}/{s}/{r}" for m in MODES for s in SIZES for r in ROWS
         if (m, s, r) not in results and not (m == "tasks" and r == "rtrb")

@@ -4,9 +4,10 @@
     GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 python3 scripts/servers_bench.py
 
 What it does, in order:
-1. builds the release examples (resp_server, resp_server_tokio_util, echo_load) and the release
-   test binaries resp_alloc and resp_idle_memory;
-2. RESP: starts the packetpipe server, the tokio-util server and redis-server (each on a free
+1. builds the release examples (resp_server, resp_server_tokio_util, echo_load; features tokio and
+   io-uring) and the release test binaries resp_alloc and resp_idle_memory;
+2. RESP: starts the packetpipe server (on the epoll transport, and again with `--transport uring`,
+   on the io_uring driver), the tokio-util server and redis-server (each on a free
    loopback port; redis-server with --save "" --appendonly no), pinned to CPU 1 with taskset, and
    runs redis-benchmark pinned to CPU 0:
        redis-benchmark -t set,get -n 500000 -P 16 --csv
@@ -17,7 +18,8 @@ What it does, in order:
    and client started without GLIBC_TUNABLES (what the tunable changes);
 3. allocations per request in steady state (tests/resp_alloc.rs, in-process) and heap per idle
    connection with 10,000 connections (tests/resp_idle_memory.rs);
-4. echo: examples/echo_load (c = 1, 16, 256 x K = 1, 16; 2 s each, 3 repeats);
+4. echo: examples/echo_load (c = 1, 16, 256 x K = 1, 16; 2 s each, 3 repeats), whose servers
+   include echo_server's on the io_uring driver (what `echo_server --transport uring` runs);
 5. lines: examples/lines_load (4 connections x 20,000 pipelined lines, packetpipe's `Framed` +
    `Lines` against tokio-util's `Framed` + `LinesCodec`, in-process; at least 7 repeats) and
    examples/rpc_blocking (100,000 sequential length-prefixed round trips over std `TcpStream`,
@@ -25,7 +27,9 @@ What it does, in order:
 6. prints the markdown section: machine, load averages, commands, tables with medians and ratios.
 
 The raw output of every client goes to stderr as it runs. Options: --repeats N (default 3),
---quick (fewer requests and shorter echo runs, to try the script out; not for BENCHMARKS.md).
+--quick (fewer requests and shorter echo runs, to try the script out; not for BENCHMARKS.md),
+--no-uring (leave the io_uring servers out: where io_uring is unavailable the script stops with a
+message without it, rather than label an epoll fallback io_uring).
 """
 
 import argparse
@@ -44,8 +48,15 @@ import textwrap
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+# Where cargo puts the binaries (CARGO_TARGET_DIR when set, as cargo itself does).
+TARGET = os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"))
 TUNABLE = "glibc.cpu.x86_rep_movsb_threshold=2000000"
-SERVERS = ["packetpipe", "tokio-util", "redis-server"]
+SERVERS = ["packetpipe", "packetpipe-uring", "tokio-util", "redis-server"]
+# The packetpipe servers, each compared with the others.
+OURS = ["packetpipe", "packetpipe-uring"]
+# The names in the tables.
+LABEL = {"packetpipe": "packetpipe", "packetpipe-uring": "packetpipe io_uring",
+         "tokio-util": "tokio-util", "redis-server": "redis-server"}
 
 
 def log(*args):
@@ -86,15 +97,21 @@ class Server:
         env = env_with(tunable)
         addr = f"127.0.0.1:{self.port}"
         if name == "packetpipe":
-            cmd = [os.path.join(ROOT, "target/release/examples/resp_server"), addr]
+            cmd = [os.path.join(TARGET, "release/examples/resp_server"), addr]
+        elif name == "packetpipe-uring":
+            cmd = [os.path.join(TARGET, "release/examples/resp_server"), addr,
+                   "--transport", "uring"]
         elif name == "tokio-util":
-            cmd = [os.path.join(ROOT, "target/release/examples/resp_server_tokio_util"), addr]
+            cmd = [os.path.join(TARGET, "release/examples/resp_server_tokio_util"), addr]
         else:
             cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                    "--save", "", "--appendonly", "no", "--daemonize", "no",
                    "--dir", "/tmp", "--logfile", ""]
+        # The server's stderr: where resp_server says it fell back from io_uring to epoll.
+        self.stderr = open(os.devnull if name != "packetpipe-uring" else
+                           os.path.join("/tmp", f"servers_bench-{os.getpid()}-{self.port}.err"), "w+")
         self.proc = subprocess.Popen(pinned(1, cmd), env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+                                     stderr=self.stderr)
         deadline = time.time() + 20
         while True:
             try:
@@ -104,6 +121,13 @@ class Server:
                 if time.time() > deadline or self.proc.poll() is not None:
                     raise RuntimeError(f"{name} did not start on port {self.port}")
                 time.sleep(0.05)
+        if name == "packetpipe-uring":
+            self.stderr.seek(0)
+            said = self.stderr.read()
+            if "epoll transport" in said:
+                self.stop()
+                raise RuntimeError(f"resp_server --transport uring is not on io_uring here ({said.strip()}); "
+                                   f"run with --no-uring to leave it out")
 
     def cpu_seconds(self):
         """User + system CPU time of the server process so far."""
@@ -115,6 +139,10 @@ class Server:
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=20)
+        name = self.stderr.name
+        self.stderr.close()
+        if name != os.devnull:
+            os.unlink(name)
 
 
 def redis_benchmark(server, args, tunable):
@@ -169,37 +197,41 @@ def run_resp(commands, repeats, tunable):
 
 
 def resp_table(results, commands, requests_of):
+    ours = [s for s in OURS if s in SERVERS]
+    others = [s for s in SERVERS if s not in OURS]
+    ratio_names = [f"{LABEL[p]} / {o}" for p in ours for o in others]
     lines = [
-        "| command | test | packetpipe | tokio-util | redis-server | packetpipe / tokio-util | packetpipe / redis-server |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| command | test | " + " | ".join(LABEL[s] for s in SERVERS) + " | " + " | ".join(ratio_names) + " |",
+        "|---|---|" + "---:|" * (len(SERVERS) + len(ratio_names)),
     ]
     cpu_lines = [
-        "| command | server CPU packetpipe | tokio-util | redis-server | packetpipe / tokio-util | packetpipe / redis-server | client CPU (system) against packetpipe | tokio-util | redis-server |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| command | server CPU " + " | ".join(LABEL[s] for s in SERVERS) + " | " + " | ".join(ratio_names)
+        + " | client CPU (system) against " + " | ".join(LABEL[s] for s in SERVERS) + " |",
+        "|---|" + "---:|" * (2 * len(SERVERS) + len(ratio_names)),
     ]
     for label, _ in commands:
         runs = results[label]
         for test in ["SET", "GET"]:
             rate = {s: median([r[0][test] for r in runs[s]]) for s in SERVERS}
-            ratio = lambda other: median([p[0][test] / o[0][test]
-                                          for p, o in zip(runs["packetpipe"], runs[other])])
+            ratio = lambda ours, other: median([p[0][test] / o[0][test]
+                                                for p, o in zip(runs[ours], runs[other])])
             lines.append(
-                f"| `{label}` | {test} | {fmt_rate(rate['packetpipe'])} | {fmt_rate(rate['tokio-util'])} "
-                f"| {fmt_rate(rate['redis-server'])} | **{ratio('tokio-util'):.2f}x** | **{ratio('redis-server'):.2f}x** |")
+                f"| `{label}` | {test} | " + " | ".join(fmt_rate(rate[s]) for s in SERVERS) + " | "
+                + " | ".join(f"**{ratio(p, o):.2f}x**" for p in ours for o in others) + " |")
         n = requests_of[label]
         cpu = {s: median([r[1] for r in runs[s]]) / n * 1e6 for s in SERVERS}
-        cpu_ratio = lambda other: median([p[1] / o[1] for p, o in zip(runs["packetpipe"], runs[other])])
+        cpu_ratio = lambda ours, other: median([p[1] / o[1] for p, o in zip(runs[ours], runs[other])])
         client = {s: median([r[2] for r in runs[s]]) / n * 1e6 for s in SERVERS}
         client_sys = {s: median([r[3] for r in runs[s]]) / n * 1e6 for s in SERVERS}
         cpu_lines.append(
-            f"| `{label}` | {cpu['packetpipe']:.2f} | {cpu['tokio-util']:.2f} | {cpu['redis-server']:.2f} "
-            f"| {cpu_ratio('tokio-util'):.2f}x | {cpu_ratio('redis-server'):.2f}x "
+            f"| `{label}` | " + " | ".join(f"{cpu[s]:.2f}" for s in SERVERS) + " | "
+            + " | ".join(f"{cpu_ratio(p, o):.2f}x" for p in ours for o in others) + " "
             + " ".join(f"| {client[s]:.2f} ({client_sys[s]:.2f})" for s in SERVERS) + " |")
     return "\n".join(lines), "\n".join(cpu_lines)
 
 
 def cargo_test_output(test):
-    out = subprocess.run(["cargo", "test", "--release", "--features", "tokio", "--test", test,
+    out = subprocess.run(["cargo", "test", "--release", "-p", "packetpipe-tests", "--features", "tokio", "--test", test,
                           "--", "--nocapture", "--test-threads", "1"],
                          cwd=ROOT, text=True, capture_output=True, env=env_with(True), timeout=900)
     log(out.stdout)
@@ -234,17 +266,24 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-uring", action="store_true")
     opts = parser.parse_args()
+    if opts.no_uring:
+        SERVERS.remove("packetpipe-uring")
 
     for binary in ["redis-benchmark", "redis-server", "redis-cli"]:
         if not shutil.which(binary):
             sys.exit(f"{binary} is missing: apt-get install -y redis-tools redis-server")
     tunable_set = os.environ.get("GLIBC_TUNABLES") == TUNABLE
     log("=== building")
-    subprocess.run(["cargo", "build", "--release", "--features", "tokio", "--example", "resp_server",
+    features = "tokio" if opts.no_uring else "tokio,io-uring"
+    subprocess.run(["cargo", "build", "--release", "--features", features, "--example", "resp_server"],
+                   cwd=ROOT, check=True)
+    perf_features = [] if opts.no_uring else ["--features", "io-uring"]
+    subprocess.run(["cargo", "build", "--release", "-p", "packetpipe-perf", *perf_features,
                     "--example", "resp_server_tokio_util", "--example", "echo_load", "--example", "lines_load",
                     "--example", "rpc_blocking"], cwd=ROOT, check=True)
-    subprocess.run(["cargo", "test", "--release", "--features", "tokio", "--no-run",
+    subprocess.run(["cargo", "test", "--release", "-p", "packetpipe-tests", "--features", "tokio", "--no-run",
                     "--test", "resp_alloc", "--test", "resp_idle_memory"], cwd=ROOT, check=True)
 
     small_n, large_n = (100000, 4000) if opts.quick else (500000, 20000)
@@ -271,7 +310,7 @@ def main():
     log("=== echo")
     echo_args = ["--seconds", "0.5", "--warmup", "0.2", "--repeats", "1"] if opts.quick else \
         ["--repeats", str(opts.repeats)]
-    echo = subprocess.run([os.path.join(ROOT, "target/release/examples/echo_load")] + echo_args,
+    echo = subprocess.run([os.path.join(TARGET, "release/examples/echo_load")] + echo_args,
                           text=True, capture_output=True, env=env_with(tunable_set), timeout=3600)
     log(echo.stdout)
     if echo.returncode != 0:
@@ -280,7 +319,7 @@ def main():
 
     def example(name, args):
         log(f"=== {name}")
-        run = subprocess.run([os.path.join(ROOT, "target/release/examples", name)] + args, text=True,
+        run = subprocess.run([os.path.join(TARGET, "release/examples", name)] + args, text=True,
                              capture_output=True, env=env_with(tunable_set), timeout=3600)
         log(run.stdout)
         if run.returncode != 0:
@@ -319,9 +358,10 @@ def main():
                f"after lines_load {load['lines']}; at the end {load['end']}. "
                f"`GLIBC_TUNABLES={TUNABLE}` {'set' if tunable_set else 'NOT set'} for the servers and "
                f"clients (except the run without it). The RESP servers run pinned to CPU 1 "
-               f"(`taskset -c 1`), redis-benchmark to CPU 0 (`taskset -c 0`); all three servers are "
-               f"single-threaded (the two examples on a current-thread tokio runtime). echo_load is one "
-               f"process (servers on their own threads, clients on the main thread), not pinned.")
+               f"(`taskset -c 1`), redis-benchmark to CPU 0 (`taskset -c 0`); all the servers are "
+               f"single-threaded (the examples on a current-thread tokio runtime or, with `--transport "
+               f"uring`, on one io_uring driver thread). echo_load is one process (servers on their own "
+               f"threads, clients on the main thread), not pinned.")
     out[-1] = textwrap.fill(out[-1], width=100, break_on_hyphens=False, break_long_words=False)
     out.append("")
     out.append("```text")
@@ -336,7 +376,8 @@ def main():
     out.append("")
     out.append(f"### RESP: requests per second (median of {opts.repeats} runs)")
     out.append("")
-    out.append("Ratios are medians of the per-repeat ratios (the three servers measured back to back).")
+    out.append("Ratios are medians of the per-repeat ratios (the servers measured back to back). "
+               "packetpipe io_uring: `resp_server --transport uring`.")
     out.append("")
     out.append(rate_table)
     out.append("")

@@ -12,7 +12,7 @@
 # slower than native; measured: about 2.5 minutes of runs, plus the build when `cargo test` has not
 # built the binaries already):
 # - every binary built by `cargo test --workspace --all-features --no-run` (the library's unit
-#   tests and each file of tests/), debug build, tests run one at a time (--test-threads=1);
+#   tests and each file of tests-integration/tests/), debug build, tests run one at a time (--test-threads=1);
 # - the loom-tests crate is not among them (its models are `test = false`, and empty without
 #   --cfg packetpipe_loom; scripts/loom.sh runs them), and the filter below skips it regardless;
 # - randomized tests run fewer cases: PROPTEST_CASES=16, PIPE_MODEL_CASES=50, and the stress
@@ -32,7 +32,7 @@ command -v python3 >/dev/null || { echo "python3 is needed to read cargo's JSON 
 export PROPTEST_CASES="${PROPTEST_CASES:-16}"
 export PIPE_MODEL_CASES="${PIPE_MODEL_CASES:-50}"
 export STRESS_FRAMES="${STRESS_FRAMES:-2000}"
-# tests/block_fit.rs: 100 sampled frames of the uniform mix per path instead of 1500.
+# tests-integration/tests/block_fit.rs: 100 sampled frames of the uniform mix per path instead of 1500.
 export BLOCK_FIT_SAMPLES="${BLOCK_FIT_SAMPLES:-100}"
 # The io tests: 1 MiB per copy instead of 64, 300 drops per cancel test instead of 10,000, 200 idle
 # connections instead of 10,000 (their clients run natively in a child process).
@@ -42,7 +42,7 @@ export IDLE_CONNECTIONS="${IDLE_CONNECTIONS:-200}"
 # The io_uring driver's tests: 100 connections instead of 1,000, 64 KiB per echo client instead of
 # 1 MiB, and each wait for completions bounded to 1 ms (PACKETPIPE_UNDER_VALGRIND), since valgrind
 # runs one thread at a time and a wake from another thread may wait for the scheduler. The RESP
-# server on the driver is left to the native run of tests/resp_clients.rs (under this variable it
+# server on the driver is left to the native run of tests-integration/tests/resp_clients.rs (under this variable it
 # tests the epoll transport only).
 export URING_CONNECTIONS="${URING_CONNECTIONS:-100}"
 export URING_ECHO_BYTES="${URING_ECHO_BYTES:-65536}"
@@ -109,7 +109,7 @@ for entry in "${binaries[@]}"; do
     t0=$SECONDS
     echo "=== valgrind $name ${skips[*]} ${leak_check[*]}"
     # --fair-sched=yes: valgrind runs one thread at a time, and its default lock lets a thread
-    # that spins without blocking (the spin-flag tests of tests/pipe_contract.rs) take it back
+    # that spins without blocking (the spin-flag tests of tests-integration/tests/pipe_contract/) take it back
     # again and again while the thread it waits for starves: one round of
     # `completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader` took up to 19 s and
     # failed its 20 s timeout in 1 of 6 runs (2 s with the fair lock, 6 of 6).

@@ -70,10 +70,13 @@ struct Header<H> {
     /// Every block has one (unpooled blocks too), so the return path compares it with its hot
     /// cache's pool without a null test.
     pool: Arc<H>,
-    capacity: usize,
-    class: u8,
     /// Link to the next block of a `FreeStack` (invariant 4).
     next: *mut Header<H>,
+    /// Payload bytes. 32 bits, so that the capacity, the class and the debug flag share one word
+    /// and the header is 32 bytes, not 48: every pooled block carries it (a kept 1,000-byte frame
+    /// pays it on its own). It caps a block at 4 GiB (`MAX_CAPACITY`).
+    capacity: u32,
+    class: u8,
     /// Debug and loom builds: the block is free (returned and not rented since). A second return
     /// of a free block (a reference counted twice) panics instead of corrupting a free list.
     #[cfg(any(debug_assertions, packetpipe_loom))]
@@ -84,8 +87,20 @@ struct Header<H> {
 /// the home behind an `Arc`, one pointer whatever it points to.
 const HEADER_SIZE: usize = (std::mem::size_of::<Header<()>>() + ALIGN - 1) & !(ALIGN - 1);
 
-/// The largest payload a block can have: `Layout` caps an allocation at `isize::MAX` bytes.
-pub(crate) const MAX_CAPACITY: usize = isize::MAX as usize - HEADER_SIZE - (ALIGN - 1);
+/// The largest payload a block can have: what its 32-bit capacity holds, and no more than
+/// `Layout` allows (an allocation of at most `isize::MAX` bytes).
+pub(crate) const MAX_CAPACITY: usize = {
+    let layout_max = isize::MAX as usize - HEADER_SIZE - (ALIGN - 1);
+    if (u32::MAX as usize) < layout_max {
+        u32::MAX as usize
+    } else {
+        layout_max
+    }
+};
+
+// The header fits two 16-byte units: the payload starts 32 bytes into the block.
+#[cfg(all(target_pointer_width = "64", not(packetpipe_loom)))]
+const _: () = assert!(HEADER_SIZE == 32);
 
 fn layout(capacity: usize) -> Layout {
     // Cannot fail for capacity <= MAX_CAPACITY, which `FreeBlock::allocate` checks first.
@@ -191,7 +206,8 @@ impl<H: Recycle> FreeBlock<H> {
         let header = Header {
             refs: AtomicUsize::new(1),
             pool,
-            capacity,
+            // Lossless: `capacity <= MAX_CAPACITY <= u32::MAX`, checked above.
+            capacity: capacity as u32,
             class,
             next: ptr::null_mut(),
             #[cfg(any(debug_assertions, packetpipe_loom))]
@@ -211,7 +227,7 @@ impl<H: Recycle> FreeBlock<H> {
 
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
-        header(self.0).capacity
+        header(self.0).capacity as usize
     }
 
     /// The pool this block belongs to, borrowed for as long as the block is owned.
@@ -378,15 +394,16 @@ impl<H: Recycle> FreeStack<H> {
 
     /// Payload bytes held: every block has the capacity of the top one.
     pub(crate) fn bytes(&self) -> usize {
-        self.head.map_or(0, |head| self.len * header(head).capacity)
+        self.head
+            .map_or(0, |head| self.len * header(head).capacity as usize)
     }
 
     #[inline]
     pub(crate) fn push(&mut self, block: FreeBlock<H>) {
         let raw = block.0;
         debug_assert!(
-            self.head
-                .map_or(true, |head| header(head).capacity == block.capacity()),
+            self.head.map_or(true, |head| header(head).capacity as usize
+                == block.capacity()),
             "a free stack holds blocks of one capacity"
         );
         std::mem::forget(block);
@@ -449,7 +466,7 @@ unsafe impl<H: Recycle> Sync for Writer<H> {}
 impl<H: Recycle> Writer<H> {
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
-        header(self.block).capacity
+        header(self.block).capacity as usize
     }
 
     /// Written, unsealed bytes.
@@ -467,6 +484,13 @@ impl<H: Recycle> Writer<H> {
     /// Free space in front of the written bytes.
     pub(crate) fn headroom(&self) -> usize {
         self.head - self.sealed
+    }
+
+    /// The block's reference count as of now (a relaxed load: other holders may be dropping
+    /// theirs meanwhile), for a caller that estimates how many of its sealed windows are alive.
+    #[inline]
+    pub(crate) fn refs_now(&self) -> usize {
+        header(self.block).refs.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -666,7 +690,7 @@ impl<H: Recycle> Window<H> {
     /// Payload bytes of the whole block: the memory this window keeps alive.
     #[inline]
     pub(crate) fn block_capacity(&self) -> usize {
-        header(self.block).capacity
+        header(self.block).capacity as usize
     }
 
     /// Bytes between the payload start and this window.

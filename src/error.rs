@@ -36,7 +36,8 @@ use std::fmt;
 pub enum Error {
     /// A buffer of zero bytes was requested.
     ZeroSizeRequest,
-    /// A buffer larger than any allocation can be was requested.
+    /// A buffer larger than one block can be was requested (a block holds at most 4 GiB, and
+    /// no allocation can exceed `isize::MAX` bytes).
     RequestTooLarge {
         /// Bytes asked for (after the headroom, for `rent_with_headroom`).
         requested: usize,

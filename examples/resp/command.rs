@@ -3,7 +3,7 @@
 //! Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS, INCR, MGET, MSET,
 //! FLUSHALL, SELECT (0 only), QUIT, and enough of CONFIG GET (`save`, `appendonly`) and COMMAND
 //! (empty answers) for `redis-benchmark` and `redis-cli`. Replies, including error messages, are
-//! Redis 7.0's for the usual forms (`tests/resp_clients.rs` compares them byte for byte with
+//! Redis 7.0's for the usual forms (`tests-integration/tests/resp_clients.rs` compares them byte for byte with
 //! `redis-server`'s); the corner cases that differ are listed in the README ("Servers").
 
 use std::borrow::Cow;

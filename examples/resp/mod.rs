@@ -8,7 +8,7 @@
 //! - [`server`]: the accept loop on a current-thread runtime, and a handle that runs a server
 //!   on its own thread (for tests and benchmarks).
 //!
-//! Used by `examples/resp_server.rs`, `examples/resp_server_tokio_util.rs` and the `tests/resp_*`
+//! Used by `examples/resp_server.rs`, `perf/examples/resp_server_tokio_util.rs` and the `tests-integration/tests/resp_*`
 //! tests (`#[path]` modules), so every piece is tested as the examples run it.
 #![allow(dead_code)] // each user takes what it needs
 

@@ -7,7 +7,7 @@
 //! ends, and the reply), or a fatal one (the connection is closed). [`parse_batch`] reads every
 //! complete request at hand, which is what both servers' decoders do: the packetpipe one over a
 //! [`ReadBuffer`](packetpipe::pipe::ReadBuffer)'s segments, the tokio-util one over its
-//! `BytesMut`, so they agree on every input by construction (`tests/resp_parser.rs` checks both
+//! `BytesMut`, so they agree on every input by construction (`tests-integration/tests/resp_parser.rs` checks both
 //! against every split point of a corpus). Positions are byte offsets from the start of the
 //! bytes at hand.
 //!

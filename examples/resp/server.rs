@@ -52,11 +52,22 @@ pub async fn accept_loop<V, S, F>(
             }
         }
     };
-    tokio::select! {
-        _ = accept => {}
-        _ = evict_idle_blocks() => {}
-        _ = shutdown => {}
-    }
+    // Whichever ends first ends the server: the accept and eviction loops only end with it. (A
+    // `poll_fn` rather than `tokio::select!`, so that the examples need no proc-macro build.)
+    let mut accept = std::pin::pin!(accept);
+    let mut evict = std::pin::pin!(evict_idle_blocks());
+    let mut shutdown = std::pin::pin!(shutdown);
+    std::future::poll_fn(|cx| {
+        let ended = accept.as_mut().poll(cx).is_ready()
+            || evict.as_mut().poll(cx).is_ready()
+            || shutdown.as_mut().poll(cx).is_ready();
+        if ended {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Once a second, let the global pool free the blocks it has kept unused for its idle time

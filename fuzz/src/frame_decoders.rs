@@ -1,7 +1,7 @@
 //! The frame decoders' differential harness against tokio-util 0.7, shared by three drivers: the
-//! proptests (`tests/frame_differential.rs`), the `frame_decoders` fuzz target
+//! proptests (`tests-integration/tests/frame_differential.rs`), the `frame_decoders` fuzz target
 //! (`fuzz/fuzz_targets/frame_decoders.rs`) and the replay test of the committed fuzz inputs
-//! (`tests/fuzz_replay.rs`). Each includes this file with `#[path]`, so it is not part of the
+//! (`tests-integration/tests/fuzz_replay.rs`). Each includes this file with `#[path]`, so it is not part of the
 //! library's API.
 //!
 //! The same byte stream, cut into segments, goes through `Frames<D>` over a pipe (each segment

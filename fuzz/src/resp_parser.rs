@@ -1,5 +1,5 @@
 //! The `resp_parser` fuzz target's checker, shared by the libFuzzer target
-//! (`fuzz/fuzz_targets/resp_parser.rs`) and the replay test (`tests/fuzz_replay.rs`): the RESP
+//! (`fuzz/fuzz_targets/resp_parser.rs`) and the replay test (`tests-integration/tests/fuzz_replay.rs`): the RESP
 //! example's request parser (`examples/resp/`, included by path exactly as the servers and their
 //! tests include it) on arbitrary bytes.
 //!

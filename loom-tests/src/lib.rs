@@ -1,4 +1,4 @@
-//! Loom models of packetpipe's cross-thread protocols live in `tests/`, one file per protocol.
+//! Loom models of packetpipe's cross-thread protocols live in `tests-integration/tests/`, one file per protocol.
 //!
 //! Run them with `scripts/loom.sh` (release build, `LOOM_MAX_PREEMPTIONS=2` unless set), which also
 //! checks that each mutant (a patch in `mutants/` that puts a realistic bug back into the library,

@@ -23,8 +23,8 @@ pub enum Decoded<T> {
 /// [`decode`](Self::decode) sees every unconsumed byte as a [`DecodeBuf`]: a
 /// [`ReadBuffer`] (never forced contiguous: parse with its [`cursor`](ReadBuffer::cursor), `get`,
 /// `find`) plus the ways to take bytes out. It either takes a frame out and returns it, or says how
-/// many bytes it needs, or fails. A frame is usually taken with [`DecodeBuf::take`] (copied into a
-/// fitted pooled buffer up to the pipe's copy threshold, shared zero-copy above it); a decoder may
+/// many bytes it needs, or fails. A frame is usually taken with [`DecodeBuf::take`] (copied up to
+/// the pipe's copy threshold, as `PipeReader::take_frame` describes, shared zero-copy above it); a decoder may
 /// also build its own item from the view and then [`skip`](DecodeBuf::skip) the bytes.
 ///
 /// The decoder takes the bytes itself (as tokio-util's `Decoder` splits its `BytesMut`) rather than
@@ -145,7 +145,7 @@ impl<'a> DecodeBuf<'a> {
     }
 
     /// The pipe's copy threshold: [`take`](Self::take) copies a frame of at most this many bytes
-    /// into a fitted buffer, and shares a larger one lying in one segment. A decoder that chooses
+    /// (see `PipeReader::take_frame`), and shares a larger one lying in one segment. A decoder that chooses
     /// between `take` and [`take_chain`](Self::take_chain) by size decides as `take` does with it.
     #[inline]
     pub fn copy_threshold(&self) -> usize {
@@ -158,7 +158,7 @@ impl<'a> DecodeBuf<'a> {
         self.completed
     }
 
-    /// Take the first `n` bytes out as a packet: copied into a fitted pooled buffer when `n` is at
+    /// Take the first `n` bytes out as a packet: copied (as `PipeReader::take_frame` does) when `n` is at
     /// most the pipe's copy threshold (so a small frame does not keep its receive block alive),
     /// shared without copying above it when they lie in one segment
     /// ([`PipeReader::take_frame`]). A pool that tracks leaks records the caller (the decoder) as

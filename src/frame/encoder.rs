@@ -112,8 +112,8 @@ pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// wait for the reader: together they bound what is staged as the boundary does.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+/// # fn main() -> Result<(), packetpipe::frame::FrameError> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use packetpipe::frame::{FrameWriter, LengthDelimited};
 ///
 /// let (writer, mut reader) = packetpipe::pipe::pipe();
@@ -123,6 +123,7 @@ pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// out.send_all([&b"d"[..], &b"e"[..]]).await?; // two more, one flush
 /// assert_eq!(reader.read_buffer().await?.buffer().to_vec(), b"\x01a\x02bc\x01d\x01e");
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 #[derive(Debug)]
@@ -231,8 +232,8 @@ impl<E> FrameWriter<E> {
     /// completes, the future loses and duplicates nothing (pass `&mut stream` to keep the rest).
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+    /// # fn main() -> Result<(), packetpipe::frame::FrameError> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
     ///
     /// // An echo: every frame read from one pipe is written to another.
@@ -245,6 +246,7 @@ impl<E> FrameWriter<E> {
     /// out.forward(&mut frames).await?;
     /// assert_eq!(outbound.read_buffer().await?.buffer().to_vec(), b"\0\0\0\x02hi\0\0\0\x03you");
     /// # Ok(())
+    /// # })
     /// # }
     /// ```
     pub fn forward<S, T, X>(&mut self, stream: S) -> Forward<'_, E, S>

@@ -27,8 +27,8 @@ use crate::io::{Connection, DuplexPipe};
 /// ```
 /// use packetpipe::frame::{Framed, Lines};
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 /// # let addr = listener.local_addr()?;
 /// # let client = tokio::spawn(async move {
@@ -48,6 +48,7 @@ use crate::io::{Connection, DuplexPipe};
 /// out.close().await?; // the peer sees the end of the stream
 /// # assert_eq!(client.await??, "hello\nworld\n");
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 #[derive(Debug)]

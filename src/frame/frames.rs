@@ -55,15 +55,15 @@ enum State {
 /// Cancel safety: a poll may be abandoned at any point (a `next()` future dropped in a `select!`):
 /// a frame is taken out of the pipe only in the poll that returns it, and a poll that returns
 /// `Pending` leaves every byte in the pipe, so no frame is lost or yielded twice
-/// (`tests/io_cancel.rs` drops it 10,000 times while it waits).
+/// (`tests-integration/tests/io_cancel.rs` drops it 10,000 times while it waits).
 ///
 /// [`into_inner`](Self::into_inner) hands the reader back with every unconsumed byte intact: the
 /// bytes of a partial frame stay in the pipe, and the reader's next `read_buffer` returns them at
 /// once.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+/// # fn main() -> Result<(), packetpipe::frame::FrameError> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use packetpipe::frame::{Frames, Lines};
 ///
 /// let (mut writer, reader) = packetpipe::pipe::pipe();
@@ -75,6 +75,7 @@ enum State {
 /// let mut reader = lines.into_inner(); // "part" is still in the pipe
 /// assert_eq!(reader.read_buffer().await?.buffer().to_vec(), b"part");
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 pub struct Frames<D> {
@@ -113,8 +114,8 @@ impl<D: Decoder> Frames<D> {
     /// decode step inlined"). Cancel safe, as the stream is.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+    /// # fn main() -> Result<(), packetpipe::frame::FrameError> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use packetpipe::frame::{Frames, LengthDelimited};
     ///
     /// let (mut writer, reader) = packetpipe::pipe::pipe();
@@ -127,6 +128,7 @@ impl<D: Decoder> Frames<D> {
     /// }
     /// assert_eq!(got, [b"hi".to_vec(), b"you".to_vec()]);
     /// # Ok(())
+    /// # })
     /// # }
     /// ```
     ///

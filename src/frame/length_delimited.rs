@@ -13,13 +13,13 @@ use crate::pipe::PipeWriter;
 /// `length_delimited::Builder`'s, with the same defaults (a 4-byte big-endian length at offset 0,
 /// header stripped, 8 MiB maximum) and the same meaning, so a configuration ports as it is. On the
 /// same input the decoder yields the same frames and fails with the same error at the same point
-/// (tested differentially against tokio-util, `tests/frame_differential.rs`), with one deliberate
+/// (tested differentially against tokio-util, `tests-integration/tests/frame_differential.rs`), with one deliberate
 /// difference: a stream that ends right after a length header, before any byte of its non-empty
 /// payload, ends here with [`FrameError::BytesRemaining`] (the header bytes remain), while
 /// tokio-util, which has already consumed the header, ends it silently.
 ///
 /// Decoding never joins segments: the header is parsed through the buffer's cursor, and the payload
-/// is taken out with [`DecodeBuf::take`] (copied into a fitted pooled buffer up to the pipe's copy
+/// is taken out with [`DecodeBuf::take`] (copied up to the pipe's copy
 /// threshold, shared zero-copy above it when it lies in one segment); a small payload is taken
 /// together with its header, which is then stripped in place. A frame's bytes are not consumed until all of them are there, so
 /// [`Frames::into_inner`](super::Frames::into_inner) gives back a partial frame whole.
@@ -105,7 +105,7 @@ macro_rules! length_field_types {
 length_field_types!(u8, u16, u32, u64, usize);
 
 /// Payloads up to this many bytes are copied in behind their header by default: one contiguous
-/// segment instead of two, and no queue entry per payload (`benches/frames.rs`).
+/// segment instead of two, and no queue entry per payload (`perf/benches/frames.rs`).
 pub const DEFAULT_COPY_PAYLOAD_UP_TO: usize = 1024;
 
 impl Default for Builder {
@@ -489,7 +489,7 @@ impl Decoder for LengthDelimited {
 /// [`LengthDelimited`] yielding [`PacketChain`]s ([`LengthDelimited::into_chains`]).
 ///
 /// A frame up to the pipe's copy threshold ([`DecodeBuf::copy_threshold`]) or lying in one
-/// segment is taken as with [`LengthDelimited`] (copied into a fitted buffer when small, shared
+/// segment is taken as with [`LengthDelimited`] (copied when small, shared
 /// when large) and is a chain of one packet; a larger frame spanning segments is a chain of the
 /// segments' packets, shared, never copied (a chain holds 4 packets inline and allocates beyond).
 /// Parse it with [`bytes::Buf`] or [`ByteSegments`](crate::ByteSegments) without joining it.

@@ -13,16 +13,16 @@
 //! - [`Encoder`] and [`FrameWriter`]: stage frames in a [`PipeWriter`](crate::pipe::PipeWriter)
 //!   (`feed`), send one with a flush (`send`), many with one flush (`send_all`, `forward`).
 //! - Built in, behaving as tokio-util's codecs on the same input (same frames, same errors at the
-//!   same point; `tests/frame_differential.rs` and the `frame_decoders` fuzz target check it, and
-//!   `tests/tokio_util_*.rs` replay what tokio-util's own test suite asserts): [`LengthDelimited`]
+//!   same point; `tests-integration/tests/frame_differential.rs` and the `frame_decoders` fuzz target check it, and
+//!   `tests-integration/tests/tokio_util_*.rs` replay what tokio-util's own test suite asserts): [`LengthDelimited`]
 //!   (`LengthDelimitedCodec`), [`Delimited`] (`AnyDelimiterCodec`: any byte of a set, or one
 //!   sequence of bytes), [`Lines`] (`LinesCodec`) and [`Passthrough`] (`BytesCodec`, zero-copy).
 //!   Where they differ from tokio-util on purpose, their docs say so and why.
 //! - [`FrameError`]: bad input, with the numbers; the end of the stream inside a frame; pipe errors.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), packetpipe::frame::FrameError> {
+//! # fn main() -> Result<(), packetpipe::frame::FrameError> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
 //!
 //! let (writer, reader) = packetpipe::pipe::pipe();
@@ -40,6 +40,7 @@
 //! assert!(frames.next().await.is_none());
 //! producer.await.unwrap()?;
 //! # Ok(())
+//! # })
 //! # }
 //! ```
 

@@ -20,7 +20,7 @@ use crate::pipe::PipeWriter;
 ///
 /// tokio-util's `FramedRead<_, BytesCodec>` yields what each read of its 8 KiB buffer brought; the
 /// same bytes come out here, cut where the pipe's segments are cut rather than where the reads
-/// were (`tests/frame_differential.rs` compares the two).
+/// were (`tests-integration/tests/frame_differential.rs` compares the two).
 ///
 /// ```
 /// use packetpipe::frame::{FrameWriter, Frames, Passthrough};

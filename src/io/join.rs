@@ -37,8 +37,8 @@ const B: u8 = 2;
 /// with `ConnectionAborted`.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
+/// # fn main() {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// let produce = async move {
 ///     writer.write_slice(b"ping").unwrap();
@@ -50,6 +50,7 @@ const B: u8 = 2;
 /// };
 /// let ((), bytes) = packetpipe::io::join(produce, consume).await;
 /// assert_eq!(bytes, b"ping");
+/// # })
 /// # }
 /// ```
 pub fn join<A: Future, B: Future>(a: A, b: B) -> Join<A, B> {

@@ -7,8 +7,8 @@
 //! use tokio::io::AsyncWriteExt;
 //! use tokio::net::TcpListener;
 //!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> std::io::Result<()> {
+//! # fn main() -> std::io::Result<()> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let listener = TcpListener::bind("127.0.0.1:0").await?;
 //! # let addr = listener.local_addr()?;
 //! # let client = tokio::spawn(async move {
@@ -27,6 +27,7 @@
 //! app.writer.shutdown().await?; // completes the output: the socket's write side closes
 //! # assert_eq!(client.await.unwrap()?, b"ping");
 //! # Ok(())
+//! # })
 //! # }
 //! ```
 
@@ -152,8 +153,8 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for TokioIo<'_, T> {
 /// sources that return at once get a block that is given back when the read finds nothing).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> std::io::Result<()> {
+/// # fn main() -> std::io::Result<()> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// let mut source: &[u8] = b"from any tokio AsyncRead";
 /// let read = packetpipe::io::tokio::fill(&mut writer, &mut source).await?;
@@ -162,6 +163,7 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for TokioIo<'_, T> {
 /// assert!(result.is_completed());
 /// assert_eq!(result.buffer().to_vec(), b"from any tokio AsyncRead");
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 pub fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
@@ -191,8 +193,8 @@ impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
 /// returned; a writer's completion error is returned after every byte before it was written.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> std::io::Result<()> {
+/// # fn main() -> std::io::Result<()> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// writer.write_slice(b"to any ")?;
 /// writer.append(bytes::Bytes::from_static(b"tokio AsyncWrite"))?;
@@ -201,6 +203,7 @@ impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
 /// assert_eq!(packetpipe::io::tokio::drain(&mut reader, &mut sink).await?, 23);
 /// assert_eq!(sink, b"to any tokio AsyncWrite");
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 pub fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>

@@ -81,6 +81,20 @@ impl PacketBuf {
         self.writer.spare_mut()
     }
 
+    /// Length of the free tail ([`spare_mut`](Self::spare_mut)'s length, without borrowing it).
+    #[inline]
+    pub(crate) fn spare_len(&self) -> usize {
+        self.writer.remaining()
+    }
+
+    /// How many packets sealed from this buffer are alive now, given the `credits` counted in
+    /// advance and not yet used (`seal_with_credits`): an estimate, as other threads may be
+    /// dropping them meanwhile.
+    #[inline]
+    pub(crate) fn sealed_alive(&self, credits: usize) -> usize {
+        self.writer.refs_now().saturating_sub(1 + credits)
+    }
+
     /// Mark the first `n` bytes of [`spare_mut`](Self::spare_mut) as written.
     ///
     /// ```

@@ -75,11 +75,13 @@ macro_rules! byte_view_impls {
 mod buf;
 mod chain;
 mod owned;
+mod shared_copy;
 
 pub use buf::PacketBuf;
 pub(crate) use buf::{BufSlot, ParkedBuf, MAX_CAPACITY};
 pub use chain::PacketChain;
 pub use owned::OwnedPacket;
+pub(crate) use shared_copy::{SharedCopies, SHARED_COPY_MAX};
 
 use std::fmt;
 use std::ops::RangeBounds;

@@ -50,7 +50,7 @@ const SPIN_STEPS: u32 = 7;
 const MIN_STEPS: u32 = 2;
 /// Spin steps, then up to 100 `yield_now`s (about a microsecond or less each when the other core is
 /// free): long enough to cover the other side copying and parsing a 64 KiB frame. Measured with
-/// `examples/peers_stream.rs` under `perf stat` (BENCHMARKS.md, "Waiting without context
+/// `perf/examples/peers_stream.rs` under `perf stat` (BENCHMARKS.md, "Waiting without context
 /// switches"): with 20 yields, 4 KiB frames slept up to once per 40 frames and 64 KiB frames
 /// about once per 2-3; with 100, 4 KiB frames about once per 10,000. A thread whose waits are
 /// long loses one step per long sleep, so it soon parks after a short spin again.

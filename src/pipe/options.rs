@@ -25,10 +25,11 @@ pub struct PipeOptions {
     pub(crate) pool: Option<Pool>,
 }
 
-/// Default `take_frame` copy threshold: frames up to this size are copied into a fitted buffer,
+/// Default `take_frame` copy threshold: frames up to this size are copied out (see
+/// [`PipeReader::take_frame`](super::PipeReader::take_frame)),
 /// larger ones shared.
 ///
-/// This is a memory choice, not a speed crossover: `benches/pipe.rs` (`take_frame`, BENCHMARKS.md)
+/// This is a memory choice, not a speed crossover: `perf/benches/pipe.rs` (`take_frame`, BENCHMARKS.md)
 /// measured sharing faster than copying at every size, because sharing here costs one reference
 /// count and no allocation (the .NET system paid 128 B per shared slice, which is why copying won
 /// there below 2-4 KiB). Copying stays within about 2x of sharing up to 2 KiB and grows with size
@@ -81,8 +82,8 @@ impl PipeOptions {
         self
     }
 
-    /// `take_frame` copies frames of at most this many bytes into a fitted buffer (so a small frame
-    /// does not pin a large block) and shares larger frames without copying.
+    /// `take_frame` copies frames of at most this many bytes (so a small frame does not pin a large
+    /// block: into the packet value, a block small copies share, or a fitted buffer) and shares larger frames without copying.
     pub fn copy_threshold(mut self, bytes: usize) -> Self {
         self.copy_threshold = bytes;
         self

@@ -32,8 +32,8 @@ impl PipeReader {
     /// An HTTP/1.1 request head: up to 8 KiB ending with an empty line, parsed where it lies.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), packetpipe::Error> {
+    /// # fn main() -> Result<(), packetpipe::Error> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use packetpipe::ByteSegments;
     ///
     /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
@@ -54,6 +54,7 @@ impl PipeReader {
     /// assert_eq!(lines, ["GET / HTTP/1.1", "Host: example.com", "Accept: */*"]);
     /// reader.advance_to(end, end)?; // the body starts here
     /// # Ok(())
+    /// # })
     /// # }
     /// ```
     ///

@@ -11,7 +11,7 @@ use super::read_buffer::ReadBuffer;
 use super::state::{PipeCanceler, PipeState, DONE, FAILED};
 use super::transport::Refill;
 use crate::error::{Error, SharedError};
-use crate::packet::{Packet, PacketChain};
+use crate::packet::{Packet, PacketChain, SharedCopies, SHARED_COPY_MAX};
 use crate::pool::{BlockUse, Pool};
 use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
@@ -94,8 +94,8 @@ enum Want {
 /// consumed and mark how far was examined (the next read waits for bytes beyond it).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), packetpipe::Error> {
+/// # fn main() -> Result<(), packetpipe::Error> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// writer.write_slice(b"line one\nline tw")?;
 /// writer.flush_pipe().await?;
@@ -113,6 +113,7 @@ enum Want {
 /// assert_eq!(result.buffer().to_vec(), b"line two\n");
 /// assert!(result.is_completed());
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 pub struct PipeReader {
@@ -149,6 +150,8 @@ pub struct PipeReader {
     source: Option<Box<dyn Refill>>,
     /// Times a waiting reader moved its unconsumed bytes into a fitted block.
     compactions: u64,
+    /// The block that small copied frames share (`packet::shared_copy`); let go before waiting.
+    copies: SharedCopies,
 }
 
 impl PipeReader {
@@ -183,6 +186,7 @@ impl PipeReader {
             completed: false,
             source: None,
             compactions: 0,
+            copies: SharedCopies::default(),
         }
     }
 
@@ -421,10 +425,12 @@ impl PipeReader {
                 self.lifting = true;
                 self.state.waits.writer.wake();
             }
-            // About to sleep with everything consumed: send the writer's parked block home, so an
-            // idle pipe holds none (the writer rents a fresh one if it writes again). With a few
+            // About to sleep: let go of the block small copies share unless frames taken from it
+            // keep it anyway, and with everything consumed send the writer's parked block
+            // home, so an idle pipe holds none (the writer rents a fresh one if it writes again). With a few
             // unconsumed bytes (a partial frame) in large blocks, those bytes move to a fitted
             // block first (`compact_waiting`), and the large blocks go home the same way.
+            self.copies.before_wait();
             if self.queue.available() == 0 {
                 self.queue.release_parked_tail();
             } else {
@@ -649,9 +655,12 @@ impl PipeReader {
 
     /// Take the first `n` bytes of the last read buffer out as a packet that outlives the pipe.
     ///
-    /// Frames of at most the copy threshold are copied into a fitted pooled buffer, so a small frame
-    /// never pins a large block (one of at most [`Packet::INLINE_CAPACITY`] bytes into the packet
-    /// value itself, with no rent); larger frames are shared without copying when they lie in one
+    /// Frames of at most the copy threshold are copied, so a small frame never pins a large block:
+    /// one of at most [`Packet::INLINE_CAPACITY`] bytes into the packet value itself (no rent),
+    /// one of at most 256 bytes into a 1 KiB block that the small copies taken from this reader
+    /// share side by side (one header and reference count for several frames; a kept frame keeps
+    /// at most that block alive; while taken frames are dropped at once, fitted buffers instead),
+    /// a larger one into a fitted pooled buffer. Larger frames are shared without copying when they lie in one
     /// segment, or in segments that follow each other in one block (a pump's consecutive reads
     /// into the same block, a writer's flushes); a large frame spanning separate blocks is copied
     /// once (use [`take_frame_chain`](Self::take_frame_chain) to share it as a chain instead). The buffer of
@@ -709,6 +718,10 @@ impl PipeReader {
                     // A frame that fits the packet value is held there: no rent at all.
                     let frame = if n <= Packet::INLINE_CAPACITY {
                         Packet::inline_from(front, skip, n)
+                    } else if n <= SHARED_COPY_MAX && !self.copies.next_is_fitted() {
+                        // Beside the other small copies, in the block they share.
+                        let bytes = &front[skip..total];
+                        self.copies.copy(&self.pool, n, std::iter::once(bytes))?
                     } else {
                         Packet::from(self.pool.copy_from_slice(&front[skip..total])?)
                     };
@@ -767,6 +780,18 @@ impl PipeReader {
             self.queue.consume(skip as u64);
             let frame = Packet::inline_from_chunks(ReadBuffer::new(&self.queue, n).chunks());
             self.queue.consume(n as u64);
+            Ok(frame)
+        } else if n <= SHARED_COPY_MAX
+            && (n <= self.copy_threshold || spans_segments)
+            && !self.copies.next_is_fitted()
+        {
+            let frame = {
+                let chunks = ReadBuffer::new(&self.queue, skip + n)
+                    .slice(skip..)
+                    .chunks();
+                self.copies.copy(&self.pool, n, chunks)?
+            };
+            self.queue.consume((skip + n) as u64);
             Ok(frame)
         } else if n <= self.copy_threshold || spans_segments {
             let mut buf = self.pool.rent(n)?;
@@ -926,6 +951,7 @@ impl PipeReader {
         self.state.waits.writer.wake();
         self.state.waits.reader_closed.wake();
         self.queue.release_parked_tail();
+        self.copies.release();
         self.queue.close();
     }
 

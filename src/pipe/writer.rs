@@ -47,8 +47,8 @@ impl FlushResult {
 /// Dropping the writer completes it: staged bytes are published, then the reader sees the end.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), packetpipe::Error> {
+/// # fn main() -> Result<(), packetpipe::Error> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// writer.write_slice(b"hello ")?;
 /// writer.append(bytes::Bytes::from_static(b"world"))?;
@@ -59,6 +59,7 @@ impl FlushResult {
 /// assert_eq!(result.buffer().to_vec(), b"hello world");
 /// assert!(result.is_completed());
 /// # Ok(())
+/// # })
 /// # }
 /// ```
 pub struct PipeWriter {
@@ -159,7 +160,8 @@ impl PipeWriter {
     }
 
     /// Writable space of at least `size_hint` bytes (and at least one) in a pooled buffer. Write
-    /// into it, then [`advance`](Self::advance) by the number of bytes written.
+    /// into it, then [`advance`](Self::advance) by the number of bytes written. A hint above what
+    /// one block holds (4 GiB) is [`Error::RequestTooLarge`]; `write_slice` splits such data.
     ///
     /// The space is never uninitialized memory, but it is not cleared either: it holds whatever
     /// the block held before (zeros, or an earlier renter's bytes, unless the pool was built with
@@ -266,6 +268,13 @@ impl PipeWriter {
         if self.reader_done {
             self.end_discarded_write();
             return Ok(()); // discarded without copying
+        }
+        if data.len() > crate::packet::MAX_CAPACITY {
+            // More than one block holds: one block per piece.
+            for piece in data.chunks(crate::packet::MAX_CAPACITY) {
+                self.write_slice_slow(piece)?;
+            }
+            return Ok(());
         }
         let space = self.buffer_mut(data.len())?;
         space[..data.len()].copy_from_slice(data);
@@ -759,7 +768,7 @@ impl PipeWriter {
     /// three and can leave almost half of itself unused (a 2 KiB + 5 B frame in a 4 KiB block), so
     /// the writer weighs the segment against the smallest multiple of `need` that is at least a
     /// segment (2 to 4 writes), each as the pool's class would round it, and takes the one a run of
-    /// such writes would leave less of unused: at most about 20% (tests/block_fit.rs).
+    /// such writes would leave less of unused: at most about 20% (tests-integration/tests/block_fit.rs).
     #[inline]
     fn rent_size(&self, need: usize) -> usize {
         let segment = self.min_segment_size;

@@ -67,7 +67,7 @@ use std::io;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -230,6 +230,8 @@ pub struct Driver {
     wake_armed: bool,
     /// Connections to look at this turn (woken, or with new completions).
     ready: VecDeque<u64>,
+    /// A connection's receive waits for a buffer the pool did not give: each turn retries.
+    starving: bool,
     cqes: Vec<(u64, i32, u32)>,
     options: ConnectionOptions,
     nodelay: bool,
@@ -273,8 +275,15 @@ struct Conn {
     /// What to send (the application holds the writer).
     output: PipeReader,
     app: Option<AppFuture>,
-    wake: Arc<ConnWaker>,
-    waker: Waker,
+    /// Wakes the application's future: the waker it is polled with.
+    app_wake: Arc<ConnWaker>,
+    app_waker: Waker,
+    /// Wakes the driver's own interest in this connection: the input's flush (the application
+    /// read input) and the output's read (the application flushed output).
+    io_wake: Arc<ConnWaker>,
+    io_waker: Waker,
+    /// The connection is in the driver's ready list (queued once per turn at most).
+    ready: bool,
     recv_armed: bool,
     /// The input pipe is at its pause threshold: do not receive until it drains.
     recv_paused: bool,
@@ -310,6 +319,9 @@ impl SendBuf {
         })
     }
 }
+
+/// How long a turn waits before retrying the pool for a starving connection's buffer.
+const STARVED_RETRY: Duration = Duration::from_millis(1);
 
 /// Operation kinds in the low byte of a completion's user data.
 const OP_ACCEPT: u64 = 1;
@@ -349,6 +361,7 @@ impl Driver {
         let ring = IoUring::builder()
             .setup_cqsize(builder.ring_entries.saturating_mul(4))
             .build(builder.ring_entries)?;
+        let cq_entries = ring.params().cq_entries() as usize;
         let pool = builder.options.input.resolved_pool();
         let mut bufs = BufRing::new(
             builder.buffers,
@@ -375,6 +388,7 @@ impl Driver {
             in_flight: 0,
             wake: Arc::new(WakeQueue {
                 queue: Mutex::new(Vec::new()),
+                pending: AtomicBool::new(false),
                 sleeping: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 eventfd,
@@ -382,7 +396,10 @@ impl Driver {
             wake_buf: Box::new(0),
             wake_armed: false,
             ready: VecDeque::new(),
-            cqes: Vec::new(),
+            starving: false,
+            // As many as the completion queue holds, so that reaping a full queue never grows it
+            // (an allocation mid-stream whenever a turn saw more completions than any before).
+            cqes: Vec::with_capacity(cq_entries),
             options: builder.options,
             nodelay: builder.nodelay,
             wait_timeout: builder.wait_timeout,
@@ -434,8 +451,8 @@ impl Driver {
 
     fn serve_until_stopped(&mut self, serve: &mut Serve<'_>) -> io::Result<()> {
         while !self.wake.stop.load(Ordering::SeqCst) {
-            self.arm_listeners();
-            self.arm_wake();
+            self.arm_listeners()?;
+            self.arm_wake()?;
             self.turn(Some(serve))?;
         }
         Ok(())
@@ -457,6 +474,7 @@ impl Driver {
         }
         self.cqes.clear();
         self.bufs.refill();
+        self.retry_starved();
         // Connections woken while this turn serves them (an application that flushed, or woke
         // itself) are served again before the next submission, up to a few rounds.
         for _ in 0..4 {
@@ -464,10 +482,11 @@ impl Driver {
                 break;
             }
             while let Some(key) = self.ready.pop_front() {
-                self.service(key);
+                self.service(key)?;
             }
             self.take_wakes();
         }
+        self.retry_starved();
         Ok(())
     }
 
@@ -479,7 +498,12 @@ impl Driver {
         } else {
             0
         };
-        let result = match (want, self.wait_timeout) {
+        // Starving connections: wake up to retry the pool even if nothing completes.
+        let timeout = match self.starving {
+            true => Some(STARVED_RETRY.min(self.wait_timeout.unwrap_or(STARVED_RETRY))),
+            false => self.wait_timeout,
+        };
+        let result = match (want, timeout) {
             (1, Some(timeout)) => {
                 let ts = types::Timespec::from(timeout);
                 let args = types::SubmitArgs::new().timespec(&ts);
@@ -501,7 +525,8 @@ impl Driver {
     /// Whether a wake is queued; if not, the next wake writes the eventfd (the driver sleeps).
     fn wake_pending(&self) -> bool {
         self.wake.sleeping.store(true, Ordering::SeqCst);
-        let pending = !lock(&self.wake.queue).is_empty() || self.wake.stop.load(Ordering::SeqCst);
+        let pending =
+            self.wake.pending.load(Ordering::SeqCst) || self.wake.stop.load(Ordering::SeqCst);
         if pending {
             self.wake.sleeping.store(false, Ordering::SeqCst);
         }
@@ -510,8 +535,22 @@ impl Driver {
 
     /// Move the cross-thread wake queue into this turn's ready list.
     fn take_wakes(&mut self) {
+        if !self.wake.pending.swap(false, Ordering::SeqCst) {
+            return;
+        }
         let mut queue = lock(&self.wake.queue);
-        self.ready.extend(queue.drain(..));
+        for key in queue.drain(..) {
+            let slot = self.conns.get_mut(index_of(key));
+            let Some(slot) = slot.filter(|slot| slot.generation == generation_of(key)) else {
+                continue;
+            };
+            if let Some(conn) = slot.conn.as_deref_mut() {
+                if !conn.ready {
+                    conn.ready = true;
+                    self.ready.push_back(key);
+                }
+            }
+        }
     }
 
     fn reap(&mut self) {
@@ -520,8 +559,9 @@ impl Driver {
         }
     }
 
-    /// Queue `entry`, submitting first if the submission queue is full.
-    fn push(&mut self, entry: squeue::Entry) {
+    /// Queue `entry`, submitting first if the submission queue is full; the ring's error if that
+    /// submission fails (other than by a full completion queue or a signal).
+    fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         loop {
             // SAFETY: every entry pushed here points only to memory that stays valid until its
             // completion: a connection's `SendBuf` and the output segments it names (kept until
@@ -529,20 +569,20 @@ impl Driver {
             // which waits for every operation before it is dropped), or nothing.
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 self.in_flight += 1;
-                return;
+                return Ok(());
             }
-            if let Err(e) = self.ring.submit() {
-                if e.raw_os_error() != Some(libc::EBUSY) {
-                    panic!("io_uring submit failed: {e}");
-                }
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 // The completion queue is full: take completions off it (their handling waits
                 // for the next turn) so the kernel can post again.
-                self.reap();
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => self.reap(),
+                Err(e) => return Err(e),
             }
         }
     }
 
-    fn arm_listeners(&mut self) {
+    fn arm_listeners(&mut self) -> io::Result<()> {
         for i in 0..self.listeners.len() {
             if !self.listeners[i].armed {
                 let fd = types::Fd(self.listeners[i].socket.as_raw_fd());
@@ -550,21 +590,23 @@ impl Driver {
                     .flags(libc::SOCK_CLOEXEC)
                     .build()
                     .user_data(user_data(i as u32, 0, OP_ACCEPT));
-                self.push(entry);
+                self.push(entry)?;
                 self.listeners[i].armed = true;
             }
         }
+        Ok(())
     }
 
-    fn arm_wake(&mut self) {
+    fn arm_wake(&mut self) -> io::Result<()> {
         if !self.wake_armed {
             let buf: *mut u64 = &mut *self.wake_buf;
             let entry = opcode::Read::new(types::Fd(self.wake.eventfd.as_raw_fd()), buf.cast(), 8)
                 .build()
                 .user_data(OP_WAKE);
-            self.push(entry);
+            self.push(entry)?;
             self.wake_armed = true;
         }
+        Ok(())
     }
 
     /// Handle one completion.
@@ -618,12 +660,11 @@ impl Driver {
         let key = user_data(index, slot.generation, 0);
         let (input, reader) = pipe_with(self.options.input.clone());
         let (writer, output) = pipe_with(self.options.output.clone());
-        let wake = Arc::new(ConnWaker {
-            key,
-            queued: AtomicBool::new(false),
-            queue: self.wake.clone(),
-        });
-        let waker = Waker::from(wake.clone());
+        // The application's first poll is due: its waker starts notified.
+        let app_wake = ConnWaker::new(key, NOTIFIED, &self.wake);
+        let app_waker = Waker::from(app_wake.clone());
+        let io_wake = ConnWaker::new(key, IDLE, &self.wake);
+        let io_waker = Waker::from(io_wake.clone());
         let segments = self
             .options
             .max_write_segments
@@ -634,8 +675,11 @@ impl Driver {
             input,
             output,
             app: Some(app),
-            wake,
-            waker,
+            app_wake,
+            app_waker,
+            io_wake,
+            io_waker,
+            ready: true,
             recv_armed: false,
             recv_paused: false,
             recv_starved: false,
@@ -692,10 +736,13 @@ impl Driver {
             None if res < 0 => fail_input(conn, io::Error::from_raw_os_error(-res)),
             None => {}
         }
+        let queue = !std::mem::replace(&mut conn.ready, true);
         if enobufs {
             self.stats.enobufs += 1;
         }
-        self.ready.push_back(key);
+        if queue {
+            self.ready.push_back(key);
+        }
     }
 
     /// A send completion: consume what the socket took.
@@ -716,26 +763,31 @@ impl Driver {
             conn.output.complete_with_error(error);
             conn.output_done = true;
         }
-        self.ready.push_back(key);
+        if !std::mem::replace(&mut conn.ready, true) {
+            self.ready.push_back(key);
+        }
     }
 
-    /// Look at a connection: poll its application, deliver input, start a send, re-arm its
-    /// receive, close it once everything has ended.
-    fn service(&mut self, key: u64) {
+    /// Look at a connection: poll its application if it was woken, deliver input, start a send,
+    /// re-arm its receive, close it once everything has ended.
+    fn service(&mut self, key: u64) -> io::Result<()> {
         let group = self.bufs.group();
         let has_buffers = self.bufs.has_buffers();
         let index = index_of(key);
         let Some(conn) = self.conn_mut(key) else {
-            return;
+            return Ok(());
         };
-        // Wakes from here on queue the connection again (its application may wake itself).
-        conn.wake.queued.store(false, Ordering::SeqCst);
-        let waker = conn.waker.clone();
-        let mut cx = Context::from_waker(&waker);
+        conn.ready = false;
+        // Until the application's poll below, its wakes (the input's flush waking its reader) are
+        // recorded, not queued: that poll sees them. Until the driver's own polls after it, the
+        // same holds for the driver's wakes (the application flushing its output).
+        let app_notified = conn.app_wake.begin();
+        conn.io_wake.begin();
         let mut paused = false;
         // Publish what the receives appended; a flush that waits means the application lags:
         // stop receiving until the pipe drains (the flush's wake brings us back).
         if !conn.input_done {
+            let mut cx = Context::from_waker(&conn.io_waker);
             match conn.input.poll_flush_pipe(&mut cx) {
                 Poll::Ready(Ok(result)) if result.is_completed() => conn.input_done = true,
                 Poll::Ready(Ok(_)) => conn.recv_paused = false,
@@ -746,13 +798,21 @@ impl Driver {
                 }
             }
         }
-        if let Some(app) = conn.app.as_mut() {
-            if app.as_mut().poll(&mut cx).is_ready() {
-                conn.app = None;
+        // From here on the application's wakes queue the connection again (it may wake itself).
+        if conn.app_wake.end() || app_notified {
+            if let Some(app) = conn.app.as_mut() {
+                let mut cx = Context::from_waker(&conn.app_waker);
+                if app.as_mut().poll(&mut cx).is_ready() {
+                    conn.app = None;
+                }
             }
         }
-        // The application may have flushed or read input just now.
+        // And the driver's: every registration they answer is polled again below (the input's
+        // flush if it waited, the output's read unless a send's completion will bring us back).
+        conn.io_wake.end();
+        // The application may have read input just now.
         if !conn.input_done && conn.recv_paused {
+            let mut cx = Context::from_waker(&conn.io_waker);
             if let Poll::Ready(result) = conn.input.poll_flush_pipe(&mut cx) {
                 conn.recv_paused = false;
                 if result.map_or(true, |r| r.is_completed()) {
@@ -761,6 +821,7 @@ impl Driver {
             }
         }
         let mut entries: [Option<squeue::Entry>; 2] = [None, None];
+        let mut starving = false;
         if conn.input_done || conn.recv_paused {
             if conn.recv_armed {
                 entries[0] = Some(
@@ -771,20 +832,23 @@ impl Driver {
                 // Completions of the cancelled receive still carry bytes; they are appended.
                 conn.recv_armed = false;
             }
-        } else if !conn.recv_armed && (!conn.recv_starved || has_buffers) {
-            conn.recv_starved = false;
-            conn.recv_armed = true;
-            entries[0] = Some(
-                opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), group)
-                    .build()
-                    .user_data(user_data(index as u32, generation_of(key), OP_RECV)),
-            );
+        } else if !conn.recv_armed {
+            if !conn.recv_starved || has_buffers {
+                conn.recv_starved = false;
+                conn.recv_armed = true;
+                entries[0] = Some(
+                    opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), group)
+                        .build()
+                        .user_data(user_data(index as u32, generation_of(key), OP_RECV)),
+                );
+            } else {
+                // Nothing completes for this connection until it receives again: the turns
+                // retry the pool until a buffer is offered, then queue it (`retry_starved`).
+                starving = true;
+            }
         }
         if !conn.sending && !conn.output_done {
-            entries[1] = conn.start_send(
-                &mut cx,
-                user_data(index as u32, generation_of(key), OP_SEND),
-            );
+            entries[1] = conn.start_send(user_data(index as u32, generation_of(key), OP_SEND));
         }
         let finished = conn.input_done
             && conn.output_done
@@ -794,11 +858,35 @@ impl Driver {
         if paused {
             self.stats.paused += 1;
         }
+        self.starving |= starving;
         for entry in entries.into_iter().flatten() {
-            self.push(entry);
+            self.push(entry)?;
         }
         if finished {
             self.close(index);
+        }
+        Ok(())
+    }
+
+    /// Connections whose receive waits for a buffer: once the pool gives one (the applications
+    /// have let go of blocks), queue them to receive again.
+    fn retry_starved(&mut self) {
+        if !self.starving {
+            return;
+        }
+        self.bufs.refill();
+        if !self.bufs.has_buffers() {
+            return;
+        }
+        self.starving = false;
+        for (index, slot) in self.conns.iter_mut().enumerate() {
+            if let Some(conn) = slot.conn.as_deref_mut() {
+                if conn.recv_starved && !conn.ready {
+                    conn.ready = true;
+                    self.ready
+                        .push_back(user_data(index as u32, slot.generation, 0));
+                }
+            }
         }
     }
 
@@ -826,14 +914,14 @@ impl Driver {
                 conn.input_done = true;
             }
         }
+        let mut result = Ok(());
         if self.in_flight > 0 {
             let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
                 .build()
                 .user_data(OP_CANCEL);
-            self.push(cancel);
+            result = self.push(cancel);
         }
-        let mut result = Ok(());
-        while self.in_flight > 0 {
+        while result.is_ok() && self.in_flight > 0 {
             if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.raw_os_error() != Some(libc::EINTR) {
                     result = Err(e);
@@ -884,8 +972,9 @@ impl Drop for Driver {
 impl Conn {
     /// Start a send of the output's flushed segments, if there are any (or shut the write side
     /// down once the output has ended).
-    fn start_send(&mut self, cx: &mut Context<'_>, user_data: u64) -> Option<squeue::Entry> {
-        match self.output.poll_read_buffer(cx) {
+    fn start_send(&mut self, user_data: u64) -> Option<squeue::Entry> {
+        let mut cx = Context::from_waker(&self.io_waker);
+        match self.output.poll_read_buffer(&mut cx) {
             Poll::Pending => None,
             Poll::Ready(Err(_)) => {
                 self.output_done = true;
@@ -951,6 +1040,8 @@ fn set_nodelay(fd: RawFd) {
 #[derive(Debug)]
 struct WakeQueue {
     queue: Mutex<Vec<u64>>,
+    /// Set after a push: whether the driver should look at `queue` (it skips the lock if not).
+    pending: AtomicBool,
     /// The driver is about to wait in `io_uring_enter`: a wake writes the eventfd.
     sleeping: AtomicBool,
     stop: AtomicBool,
@@ -958,6 +1049,15 @@ struct WakeQueue {
 }
 
 impl WakeQueue {
+    /// Queue a connection for the driver's next turn; wake the driver if it sleeps.
+    fn push(&self, key: u64) {
+        lock(&self.queue).push(key);
+        self.pending.store(true, Ordering::SeqCst);
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            self.kick();
+        }
+    }
+
     fn kick(&self) {
         let one: u64 = 1;
         // SAFETY: writes the 8 bytes of `one`, which outlives the call, to our eventfd.
@@ -971,12 +1071,46 @@ impl WakeQueue {
     }
 }
 
-/// A connection's waker: queues the connection for the driver's next turn (once until that
-/// turn looks at it) and wakes a sleeping driver.
+/// A connection's waker is idle: its next wake queues the connection.
+const IDLE: u8 = 0;
+/// Woken since the driver last looked (the connection is queued, or its service is under way).
+const NOTIFIED: u8 = 1;
+/// The driver is servicing the connection and polls what this waker answers afterwards: a wake
+/// is recorded (`NOTIFIED`), not queued.
+const SERVICING: u8 = 2;
+
+/// A connection's waker (one for its application, one for the driver's registrations on its
+/// pipes): queues the connection for the driver's next turn, once until the driver looks at it,
+/// and wakes a sleeping driver.
 struct ConnWaker {
     key: u64,
-    queued: AtomicBool,
+    state: AtomicU8,
     queue: Arc<WakeQueue>,
+}
+
+impl ConnWaker {
+    fn new(key: u64, state: u8, queue: &Arc<WakeQueue>) -> Arc<ConnWaker> {
+        Arc::new(ConnWaker {
+            key,
+            state: AtomicU8::new(state),
+            queue: queue.clone(),
+        })
+    }
+
+    /// The driver starts a service that polls what this waker answers later: wakes from now
+    /// until [`end`](Self::end) are recorded only. Whether it was woken before.
+    fn begin(&self) -> bool {
+        self.state.swap(SERVICING, Ordering::SeqCst) & NOTIFIED != 0
+    }
+
+    /// The driver is about to poll what this waker answers: wakes from now on queue the
+    /// connection again. Whether a wake came since [`begin`](Self::begin).
+    ///
+    /// No wake is lost: one that came before this swap is seen by the polls that follow it (the
+    /// pipes' state is published before their wake), and one after it queues the connection.
+    fn end(&self) -> bool {
+        self.state.swap(IDLE, Ordering::SeqCst) & NOTIFIED != 0
+    }
 }
 
 impl Wake for ConnWaker {
@@ -985,12 +1119,9 @@ impl Wake for ConnWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if self.queued.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        lock(&self.queue.queue).push(self.key);
-        if self.queue.sleeping.swap(false, Ordering::SeqCst) {
-            self.queue.kick();
+        // Already notified, or being serviced (the driver polls again): nothing to queue.
+        if self.state.fetch_or(NOTIFIED, Ordering::SeqCst) == IDLE {
+            self.queue.push(self.key);
         }
     }
 }
