@@ -7,7 +7,7 @@
 //!
 //! Listens on ADDR (default `127.0.0.1:6380`), prints `listening on ADDR` once it accepts, and
 //! serves until killed: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS, INCR, MGET,
-//! MSET, FLUSHALL, SELECT 0, QUIT, and enough of CONFIG GET and COMMAND for `redis-benchmark` and
+//! MSET, FLUSHALL, DBSIZE, SELECT 0, QUIT, and enough of CONFIG GET and COMMAND for `redis-benchmark` and
 //! `redis-cli`; multibulk and inline requests; pipelining (every complete request in the buffer
 //! answered, the replies flushed once). A malformed request is answered `-ERR Protocol error:
 //! ...` and the connection goes on; a request larger than `--max-request` (default 512 MiB)

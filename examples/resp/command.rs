@@ -1,7 +1,7 @@
 //! Command execution, shared by both servers: a parsed request in, replies staged in the output.
 //!
 //! Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS, INCR, MGET, MSET,
-//! FLUSHALL, SELECT (0 only), QUIT, and enough of CONFIG GET (`save`, `appendonly`) and COMMAND
+//! FLUSHALL, DBSIZE, SELECT (0 only), QUIT, and enough of CONFIG GET (`save`, `appendonly`) and COMMAND
 //! (empty answers) for `redis-benchmark` and `redis-cli`. Replies, including error messages, are
 //! Redis 7.0's for the usual forms (`tests-integration/tests/resp_clients.rs` compares them byte for byte with
 //! `redis-server`'s); the corner cases that differ are listed in the README ("Servers").
@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::reply::{self, Reply, EMPTY_ARRAY, NIL, OK};
-use super::store::{Condition, Expiry, Store, Value};
+use super::store::{Condition, Expiry, Kept, Store, Value};
 
 /// A parsed request, as the commands see it.
 pub trait Args {
@@ -22,13 +22,16 @@ pub trait Args {
     /// Argument `i`'s bytes (borrowed, except a large argument spread over segments).
     fn arg(&self, i: usize) -> Cow<'_, [u8]>;
 
-    /// Argument `i` as a value to store: a small one copied into a fitted buffer, a large one
-    /// shared without copying. Call at most once per argument.
+    /// Argument `i` as a value to store (copied where the key space keeps it if small, a large
+    /// one shared without copying). Call at most once per argument.
     fn take_value(&mut self, i: usize) -> Self::Value;
 
     /// The request was malformed: the protocol error to answer instead of executing it.
     fn protocol_error(&self) -> Option<&str>;
 }
+
+/// How the key space keeps the values of `A`'s requests.
+type KeptBy<A> = <<A as Args>::Value as Value>::Kept;
 
 /// What the connection does after a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +45,7 @@ pub enum Flow {
 pub fn execute<A, O>(store: &mut Store<A::Value>, args: &mut A, out: &mut O) -> Flow
 where
     A: Args,
-    O: Reply<A::Value>,
+    O: Reply<KeptBy<A>>,
 {
     if let Some(message) = args.protocol_error() {
         reply::error(out, message);
@@ -109,6 +112,7 @@ where
                 out.raw(OK);
             }
         }
+        b"DBSIZE" if argc == 1 => reply::integer(out, store.len() as i64),
         b"SELECT" if argc == 2 => match parse_int(&args.arg(1)) {
             Some(0) => out.raw(OK),
             Some(_) => reply::error(out, "ERR DB index is out of range"),
@@ -121,7 +125,7 @@ where
         b"CONFIG" if argc >= 2 => config(args, out),
         b"COMMAND" => command_info(args, out),
         b"GET" | b"SET" | b"PING" | b"ECHO" | b"INCR" | b"DEL" | b"EXISTS" | b"MGET" | b"MSET"
-        | b"FLUSHALL" | b"SELECT" | b"CONFIG" => {
+        | b"FLUSHALL" | b"DBSIZE" | b"SELECT" | b"CONFIG" => {
             let message = format!(
                 "ERR wrong number of arguments for '{}' command",
                 String::from_utf8_lossy(&args.arg(0)).to_lowercase()
@@ -134,7 +138,7 @@ where
 }
 
 /// SET key value [NX | XX] [EX seconds | PX milliseconds | KEEPTTL]
-fn set<A: Args, O: Reply<A::Value>>(store: &mut Store<A::Value>, args: &mut A, out: &mut O) {
+fn set<A: Args, O: Reply<KeptBy<A>>>(store: &mut Store<A::Value>, args: &mut A, out: &mut O) {
     let (mut condition, mut expiry) = (Condition::Always, Expiry::Never);
     let mut i = 3;
     while i < args.argc() {
@@ -187,7 +191,7 @@ fn set<A: Args, O: Reply<A::Value>>(store: &mut Store<A::Value>, args: &mut A, o
     }
 }
 
-fn incr<A: Args, O: Reply<A::Value>>(store: &mut Store<A::Value>, args: &A, out: &mut O) {
+fn incr<A: Args, O: Reply<KeptBy<A>>>(store: &mut Store<A::Value>, args: &A, out: &mut O) {
     let key = args.arg(1);
     let current = match store.get(&key) {
         None => 0,
@@ -218,7 +222,7 @@ fn incr<A: Args, O: Reply<A::Value>>(store: &mut Store<A::Value>, args: &A, out:
 
 /// CONFIG GET: the two parameters `redis-benchmark` asks for (`save` and `appendonly`, as a
 /// server without persistence has them); every other parameter is unknown (an empty answer).
-fn config<A: Args, O: Reply<A::Value>>(args: &A, out: &mut O) {
+fn config<A: Args, O: Reply<KeptBy<A>>>(args: &A, out: &mut O) {
     let sub = args.arg(1);
     if !sub.eq_ignore_ascii_case(b"GET") {
         let message = format!(
@@ -253,7 +257,7 @@ fn config<A: Args, O: Reply<A::Value>>(args: &A, out: &mut O) {
 
 /// COMMAND, COMMAND DOCS, COMMAND INFO: no documentation (an empty array, which `redis-cli`
 /// accepts); COMMAND COUNT: 0.
-fn command_info<A: Args, O: Reply<A::Value>>(args: &A, out: &mut O) {
+fn command_info<A: Args, O: Reply<KeptBy<A>>>(args: &A, out: &mut O) {
     if args.argc() >= 2 && args.arg(1).eq_ignore_ascii_case(b"COUNT") {
         reply::integer(out, 0);
     } else {
@@ -263,7 +267,7 @@ fn command_info<A: Args, O: Reply<A::Value>>(args: &A, out: &mut O) {
 
 /// Redis 7.0's message: the command (up to 128 bytes) and the first 128 bytes of its arguments,
 /// each quoted.
-fn unknown_command<A: Args, O: Reply<A::Value>>(args: &A, out: &mut O) {
+fn unknown_command<A: Args, O: Reply<KeptBy<A>>>(args: &A, out: &mut O) {
     let name = args.arg(0);
     let mut message = format!(
         "ERR unknown command '{}', with args beginning with: ",

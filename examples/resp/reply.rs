@@ -1,9 +1,9 @@
 //! Writing RESP2 replies: the two servers' output buffers behind one trait, and the reply shapes
 //! the commands use.
 
-use super::store::Value;
+use super::store::Kept;
 
-/// An output buffer replies are staged in (the packetpipe server's `PipeWriter`, the tokio-util
+/// An output buffer replies are staged in, for values kept as `V` (the packetpipe server's `PipeWriter`, the tokio-util
 /// server's `BytesMut`); one flush per batch sends them.
 pub trait Reply<V> {
     /// Protocol bytes, copied.
@@ -94,7 +94,7 @@ pub fn error<V>(out: &mut impl Reply<V>, message: &str) {
 }
 
 /// Copy a value's bytes after its header, for outputs that copy.
-pub fn copy_value<V: Value>(value: &V, mut put: impl FnMut(&[u8])) {
+pub fn copy_value(value: &impl Kept, mut put: impl FnMut(&[u8])) {
     put(Header::new(b'$', value.len() as i64).as_bytes());
     value.for_each_chunk(&mut put);
     put(b"\r\n");

@@ -34,7 +34,7 @@ pub async fn accept_loop<V, S, F>(
     serve: S,
     shutdown: impl Future<Output = ()>,
 ) where
-    V: 'static,
+    V: super::store::Value + 'static,
     S: Fn(TcpStream, Shared<V>, Config) -> F,
     F: Future<Output = ()> + 'static,
 {

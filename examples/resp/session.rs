@@ -33,7 +33,7 @@ pub trait Batch: Args {
 pub trait Transport {
     type Value: Value;
     type Batch: Batch<Value = Self::Value>;
-    type Output: Reply<Self::Value>;
+    type Output: Reply<<Self::Value as Value>::Kept>;
 
     /// Every request complete in the buffer, if any is; reads more from the socket otherwise.
     #[allow(clippy::type_complexity)]

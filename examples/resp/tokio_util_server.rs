@@ -25,7 +25,7 @@ use super::command::Args;
 use super::parse::{parse_batch, Requests, Span, Stop};
 use super::reply::{self, Reply};
 use super::session::{self, Batch, Shared, Transport};
-use super::store::Value;
+use super::store::{Kept, Value};
 use super::{Config, RespError};
 
 /// Serve one client on `Framed` (tokio-util's default 8 KiB read and write buffers).
@@ -154,10 +154,18 @@ impl Args for BytesBatch {
 }
 
 impl Value for Bytes {
+    type Kept = Bytes;
+
     fn copy_from(bytes: &[u8]) -> Bytes {
         Bytes::copy_from_slice(bytes)
     }
 
+    fn keep(self) -> Bytes {
+        self
+    }
+}
+
+impl Kept for Bytes {
     fn len(&self) -> usize {
         Bytes::len(self)
     }
