@@ -107,6 +107,11 @@ pub(crate) use crate::pool::ReleaseBatch;
 /// `Packet` and nothing else. Its clones and slices copy those few bytes; every method behaves as
 /// for the other kinds.
 ///
+/// A `Packet` is 40 bytes, 8 more than a `Bytes`: a `Bytes` uses all of its 32 (pointer, length,
+/// data word, vtable) with no spare pattern for a fourth kind of owner, so the tag takes a word of
+/// its own, and that word is what makes room for 37 inline bytes (a kept 16-byte frame costs 40
+/// bytes here against 64 for `Bytes::copy_from_slice`, which allocates).
+///
 /// ```
 /// use packetpipe::Packet;
 ///
