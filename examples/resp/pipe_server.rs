@@ -13,8 +13,8 @@
 //!   not one per segment.
 //! - Store: a value above the copy threshold is stored as the packets taken out (zero-copy from
 //!   the socket's pooled block into the store); a smaller one is copied, inline in the packet
-//!   or into an allocation of its size ([`Stored`]). A GET of a large value `append`s those packets to the output (zero-copy out); a small
-//!   one is copied in behind its header.
+//!   or into an allocation of its size ([`Stored`]). A GET of a large value `append`s those
+//!   packets to the output (zero-copy out); a small one is copied in behind its header.
 //! - Pipelining: every complete request in the buffer is answered, then one `flush_pipe` (see
 //!   [`session`](super::session)); the drain pump writes the batch with vectored writes.
 
@@ -328,9 +328,9 @@ impl Value for PacketChain {
 
     fn keep_in(self, slot: &mut Stored) {
         match slot {
-            // A value replacing one of its kind and size reuses the slot's allocation: a SET
-            // that replaces a value allocates nothing then
-            // (a large value in one segment replacing one that spanned segments stays boxed).
+            // A value replacing one of its kind and size reuses the slot's allocation, so a SET
+            // that replaces a value allocates nothing (a large value in one segment replacing
+            // one that spanned segments stays boxed).
             Stored::Spanning(chain) if self.len() > DEFAULT_COPY_THRESHOLD => **chain = self,
             Stored::Copied(bytes) if bytes.len() == self.len() => {
                 let mut at = 0;
@@ -407,7 +407,8 @@ impl Reply<Stored> for PipeOut {
     }
 
     fn bulk(&mut self, value: &Stored) {
-        if value.len() <= COPY_OUT_UP_TO {
+        // A copied value is copied out whatever its size (it has no packets to append).
+        if value.len() <= COPY_OUT_UP_TO || matches!(value, Stored::Copied(_)) {
             reply::copy_value(value, |bytes| self.small.extend_from_slice(bytes));
         } else {
             // Zero-copy out: the stored packets themselves go to the socket.

@@ -388,6 +388,8 @@ fn one_megabyte_values(config: Config) {
 /// Requests whose replies `redis-server` 7.0 gives byte for byte as the servers here do.
 fn differential_script() -> Vec<Vec<u8>> {
     let big = vec![b'z'; 100_000];
+    // Between the copy-out size (1 KiB) and the copy threshold (2 KiB): kept as a copy.
+    let mid: Vec<u8> = (0..1500u32).map(|i| b'a' + (i % 26) as u8).collect();
     let requests: Vec<Vec<&[u8]>> = vec![
         vec![b"PING"],
         vec![b"PING", b"hello"],
@@ -406,6 +408,10 @@ fn differential_script() -> Vec<Vec<u8>> {
         vec![b"SET", b"k"],
         vec![b"SET", b"big", &big],
         vec![b"GET", b"big"],
+        vec![b"SET", b"mid", &mid],
+        vec![b"GET", b"mid"],
+        vec![b"SET", b"mid", &mid[..37]],
+        vec![b"GET", b"mid"],
         vec![b"MGET", b"k", b"big", b"missing"],
         vec![b"MSET", b"a", b"1", b"b", b"2"],
         vec![b"MSET", b"a", b"1", b"b"],
