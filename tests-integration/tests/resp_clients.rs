@@ -305,6 +305,12 @@ fn redis_benchmark_gets_every_request_answered() {
 
 fn redis_benchmark_answered(config: Config) {
     let server = ServerHandle::start(Flavor::Pipe, config);
+    // Requests per command (fewer under valgrind: `scripts/valgrind.sh` sets it).
+    let requests: u64 = std::env::var("RESP_BENCHMARK_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    let requests_arg = requests.to_string();
     let mut command = Command::new("redis-benchmark");
     command
         .args(["-h", "127.0.0.1", "-p", &server.addr.port().to_string()])
@@ -312,7 +318,7 @@ fn redis_benchmark_answered(config: Config) {
             "-t",
             "ping,set,get,incr,mset",
             "-n",
-            "50000",
+            &requests_arg,
             "-P",
             "16",
             "-q",
@@ -337,8 +343,8 @@ fn redis_benchmark_answered(config: Config) {
         );
     }
     assert!(!text.contains("rror"), "{text}");
-    // Six tests of 50,000 requests, and the two CONFIG GETs redis-benchmark starts with.
-    assert_eq!(server.requests(), 6 * 50_000 + 2);
+    // Six tests of `requests` requests, and the two CONFIG GETs redis-benchmark starts with.
+    assert_eq!(server.requests(), 6 * requests + 2);
 }
 
 #[test]
