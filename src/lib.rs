@@ -39,6 +39,26 @@
 //! assert_eq!(pool.stats().outstanding, 0); // every block went home
 //! # Ok::<(), packetpipe::Error>(())
 //! ```
+//!
+//! # Packets
+//!
+//! - [`OwnedPacket`]: an immutable, reference-counted window into a pooled block.
+//! - [`PacketBuf`]: the unique writable handle to a pooled block; seals into `OwnedPacket`s.
+//! - [`Packet`]: the one type the pipe accepts and hands out, over pooled packets,
+//!   [`bytes::Bytes`], static slices, and a few bytes held in the value itself; slicing never
+//!   allocates for any of them.
+//! - [`PacketChain`]: several packets read as one, with a cached total length.
+//!
+//! Bounds conventions: slicing and splitting (`slice`, `split_to`, `split_off`, `Buf::advance`)
+//! follow std and `bytes` and panic with a message naming the numbers; each has a `try_` form that
+//! returns [`Error::OutOfRange`] instead. Operations whose success depends on the state of the
+//! buffer (`prepend`, `commit`, `extend_from_slice`) always return a `Result`.
+//!
+//! # Where to go next
+//!
+//! The [`pipe`] module page explains the two ends and the concurrency design; [`io`] connects
+//! them to sockets (and says which transport to choose); [`frame`] turns the segment chain into
+//! frames. [`Pool`] explains size classes, thread caches and leak reports.
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 // docs.rs (`--cfg docsrs`, nightly): a badge on every item that needs a feature, worked out from
@@ -49,15 +69,15 @@ mod block;
 mod error;
 pub mod frame;
 pub mod io;
-pub mod packet;
+mod packet;
 pub mod pipe;
-pub mod pool;
+mod pool;
 mod segments;
 mod sync;
 
 pub use error::{Error, SharedError};
 pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
-pub use pool::{Pool, PoolBuilder, PoolStats};
+pub use pool::{BlockUse, LeakReport, OutstandingBlock, Pool, PoolBuilder, PoolMonitor, PoolStats};
 pub use segments::{ByteSegments, HexDump, PeekInt, Utf8Lossy};
 
 /// The README's examples, compiled and run as doctests (they use the `tokio` feature).

@@ -1,16 +1,8 @@
-//! Packet ownership types.
+//! Packet ownership types (re-exported at the crate root, where their guide is).
 //!
-//! - [`OwnedPacket`]: an immutable, reference-counted window into a pooled block.
-//! - [`PacketBuf`]: the unique writable handle to a pooled block; seals into `OwnedPacket`s.
-//! - [`Packet`]: the one type the pipe accepts and hands out, over pooled packets, [`Bytes`],
-//!   static slices, and a few bytes held in the value itself; slicing never allocates for any of
-//!   them.
-//! - [`PacketChain`]: several packets read as one, with a cached total length.
-//!
-//! Bounds conventions: slicing and splitting (`slice`, `split_to`, `split_off`, `Buf::advance`)
-//! follow std and `bytes` and panic with a message naming the numbers; each has a `try_` form that
-//! returns [`Error::OutOfRange`] instead. Operations whose success depends
-//! on the state of the buffer (`prepend`, `commit`, `extend_from_slice`) always return a `Result`.
+//! `owned.rs` is the pooled window, `buf.rs` the writable handle that seals into windows,
+//! `chain.rs` several packets read as one, `shared_copy.rs` the blocks that small copies share;
+//! this file holds `Packet`, the one type over every owner.
 
 /// The trait impls every immutable byte type here shares, all through `as_slice`: `Deref`,
 /// `AsRef`, `Borrow`, equality with itself and with byte slices, `Hash`, and a `Debug` that shows

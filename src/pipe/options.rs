@@ -76,7 +76,7 @@ impl PipeOptions {
     /// segment or less share segment-sized blocks. In between, the writer rents a segment or the
     /// smallest multiple of the write's size that is at least a segment, whichever a run of such
     /// writes would leave less of unused. The pool rounds each up to its size class (at most 25%
-    /// more, see [`pool`](crate::pool)).
+    /// more, see [`Pool`](crate::Pool#size-classes)).
     pub fn min_segment_size(mut self, bytes: usize) -> Self {
         self.min_segment_size = bytes.max(1);
         self

@@ -1,33 +1,6 @@
-//! The buffer pool: size classes, per-thread caches, a shared depot.
-//!
-//! Size classes: every power of two from the smallest class to the largest, and three sizes
-//! evenly between each two (1.25, 1.5 and 1.75 times the power of two below): 64, 80, 96, 112,
-//! 128, 160, ... A request gets the smallest class that holds it, so a block is at most 25% larger
-//! than asked for (at most 20% of it unused; a power-of-two class leaves up to half).
-//!
-//! A [`Pool`] hands out [`PacketBuf`](crate::PacketBuf)s backed by pooled blocks. When the last packet referring to a
-//! block drops, the block goes back to the dropping thread's cache; caches exchange whole magazines
-//! of blocks with a shared depot, so one thread that rents and another that returns (the pipe's
-//! pattern) reach a steady state with no fresh allocations and no lock on the common path.
-//!
-//! Requests above the largest class are plain allocations, freed on return and never retained.
-//!
-//! Leaks show in [`PoolStats::outstanding`]; to find them, a pool built with
-//! [`PoolBuilder::track_leaks`] records where each block was rented and last sealed, sliced or
-//! taken, and [`Pool::leak_report`] lists the blocks out with those sites and their age.
-//!
-//! ```
-//! use packetpipe::Pool;
-//!
-//! let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
-//! let mut buf = pool.rent(1500).unwrap();
-//! assert_eq!(buf.capacity(), 1536); // rounded up to the class size: 1.5 KiB
-//! buf.extend_from_slice(b"hello").unwrap();
-//! let packet = buf.seal(); // an OwnedPacket; the buffer's tail stays writable
-//! assert_eq!(&packet[..], b"hello");
-//! drop((buf, packet));
-//! assert_eq!(pool.stats().outstanding, 0);
-//! ```
+//! The buffer pool (re-exported at the crate root; the guide to size classes and caches is on
+//! [`Pool`]): `thread_cache.rs` holds a thread's magazines, `shared.rs` the depot they exchange
+//! with, `stats.rs` the counters, `leaks.rs` the optional record of where blocks went.
 
 mod leaks;
 mod shared;
@@ -47,7 +20,45 @@ use crate::sync::Arc;
 use shared::{Config, MIN_CLASS_SIZE};
 use stats::bump_shared;
 
-/// A handle to a buffer pool. Cloning shares the pool.
+/// A handle to a buffer pool: size classes, per-thread caches, a shared depot. Cloning shares
+/// the pool.
+///
+/// # Size classes
+///
+/// Every power of two from the smallest class to the largest, and three sizes evenly between each
+/// two (1.25, 1.5 and 1.75 times the power of two below): 64, 80, 96, 112,
+/// 128, 160, ... A request gets the smallest class that holds it, so a block is at most 25% larger
+/// than asked for (at most 20% of it unused; a power-of-two class leaves up to half).
+///
+/// ```
+/// use packetpipe::Pool;
+///
+/// let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+/// let mut buf = pool.rent(1500).unwrap();
+/// assert_eq!(buf.capacity(), 1536); // rounded up to the class size: 1.5 KiB
+/// buf.extend_from_slice(b"hello").unwrap();
+/// let packet = buf.seal(); // an OwnedPacket; the buffer's tail stays writable
+/// assert_eq!(&packet[..], b"hello");
+/// drop((buf, packet));
+/// assert_eq!(pool.stats().outstanding, 0);
+/// ```
+///
+/// # Caches
+///
+/// A pool hands out [`PacketBuf`](crate::PacketBuf)s backed by pooled blocks. When the last
+/// packet referring to a block drops, the block goes back to the dropping thread's cache; caches
+/// exchange whole magazines of blocks with a shared depot, so one thread that rents and another
+/// that returns (the pipe's pattern) reach a steady state with no fresh allocations and no lock on the common path.
+///
+/// Requests above the largest class are plain allocations, freed on return and never retained.
+///
+/// # Leaks
+///
+/// Leaks show in [`PoolStats::outstanding`]; to find them, a pool built with
+/// [`PoolBuilder::track_leaks`] records where each block was rented and last sealed, sliced or
+/// taken, and [`Pool::leak_report`] lists the blocks out with those sites and their age.
+///
+/// # Closing
 ///
 /// Dropping the last handle closes the pool: it frees the shared depot and the calling thread's
 /// cache at once, and stops caching. Every other thread that cached blocks of the pool frees them
@@ -198,7 +209,7 @@ impl Pool {
     /// closed.
     ///
     /// ```
-    /// use packetpipe::pool::BlockUse;
+    /// use packetpipe::BlockUse;
     ///
     /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
     /// let mut buf = pool.rent(100)?;
@@ -487,7 +498,7 @@ impl PoolBuilder {
 
     /// Largest pooled block size (default 1 MiB); larger requests are plain allocations, freed on
     /// return. Rounded up to a power of two, at most 1 GiB. The classes in between are the powers
-    /// of two and three sizes between each two (see the [module docs](crate::pool)).
+    /// of two and three sizes between each two (see [size classes](Pool#size-classes)).
     pub fn max_class_size(mut self, bytes: usize) -> Self {
         self.max_class = bytes;
         self

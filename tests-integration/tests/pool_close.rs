@@ -9,7 +9,7 @@
 use std::sync::mpsc;
 use std::thread;
 
-use packetpipe::pool::PoolMonitor;
+use packetpipe::PoolMonitor;
 use packetpipe::{OwnedPacket, Pool};
 
 mod kit;

@@ -6,7 +6,7 @@ use std::panic::Location;
 
 use packetpipe::frame::{Frames, LengthDelimited};
 use packetpipe::pipe::{pipe_with, PipeOptions};
-use packetpipe::pool::BlockUse;
+use packetpipe::BlockUse;
 use packetpipe::{Packet, Pool};
 
 fn tracked() -> Pool {
