@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run every cargo-fuzz target in fuzz/ for a bounded time, starting from the committed seed corpus.
 #
-#   scripts/fuzz.sh                   # each target for FUZZ_SECS (default 60) seconds
+#   scripts/fuzz.sh                   # every target for FUZZ_SECS (default 60) seconds, side by side
 #   FUZZ_SECS=600 scripts/fuzz.sh     # longer
+#   FUZZ_JOBS=1 scripts/fuzz.sh       # one target at a time (each gets a whole core)
 #   scripts/fuzz.sh pipe_ops          # only targets whose name contains "pipe_ops"
 #
 # Targets (fuzz/fuzz_targets/*.rs):
@@ -55,38 +56,63 @@ fi
 cargo fuzz --version
 echo "--- tools ready in $((SECONDS - start)) s"
 
-failed=()
+targets=()
 for file in fuzz/fuzz_targets/*.rs; do
     target="$(basename "$file" .rs)"
-    if [[ -n "$filter" && "$target" != *"$filter"* ]]; then
-        continue
+    if [[ -z "$filter" || "$target" == *"$filter"* ]]; then
+        targets+=("$target")
     fi
-    t0=$SECONDS
-    work="target/fuzz-work/$target"
-    artifacts="$work/artifacts/"
-    rm -rf "$work"
-    mkdir -p "$work/corpus" "$artifacts" "fuzz/regressions/$target"
-    echo "=== fuzz $target for $secs s (seed corpus: $(ls "fuzz/corpus/$target" | wc -l) files)"
+done
+
+# Build every target first (each build uses both cores), then run them side by side: libFuzzer is
+# single-threaded, so FUZZ_JOBS targets (default: all of them) share the cores for FUZZ_SECS of
+# wall time instead of taking FUZZ_SECS each in turn.
+t0=$SECONDS
+for target in "${targets[@]}"; do
     (cd fuzz && cargo "+$toolchain" fuzz build "$target")
-    echo "--- built in $((SECONDS - t0)) s"
+done
+echo "--- built ${#targets[@]} targets in $((SECONDS - t0)) s"
+
+jobs="${FUZZ_JOBS:-${#targets[@]}}"
+run() { # target -> runs it for $secs, its log in target/fuzz-work/<target>/log
+    local target="$1" work="target/fuzz-work/$1"
     # First directory: where libFuzzer writes new inputs; the committed corpus is read only.
-    if (cd fuzz && cargo "+$toolchain" fuzz run "$target" "../$work/corpus" "corpus/$target" -- \
+    (cd fuzz && cargo "+$toolchain" fuzz run "$target" "../$work/corpus" "corpus/$target" -- \
         -max_total_time="$secs" -max_len=1024 -len_control=0 -print_final_stats=1 \
-        -artifact_prefix="../$artifacts") >"$work/log" 2>&1; then
-        grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units)" "$work/log" || true
-        echo "=== $target: no crash in $secs s ($((SECONDS - t0)) s in all)"
-    else
-        tail -n 60 "$work/log"
-        for crash in "$artifacts"*; do
-            [[ -f "$crash" ]] || continue
-            name="$(basename "$crash")"
-            cp "$crash" "fuzz/regressions/$target/$name"
-            echo "=== $target FAILED: input $crash, copied to fuzz/regressions/$target/$name"
-            echo "    (commit it: tests-integration/tests/fuzz_replay.rs replays it in cargo test); hex:"
-            od -An -tx1 -v "$crash" | sed 's/^/    /'
-        done
-        failed+=("$target")
-    fi
+        -artifact_prefix="../$work/artifacts/") >"$work/log" 2>&1
+}
+failed=()
+declare -A pids=()
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+    batch=("${targets[@]:i:jobs}")
+    t0=$SECONDS
+    for target in "${batch[@]}"; do
+        work="target/fuzz-work/$target"
+        rm -rf "$work"
+        mkdir -p "$work/corpus" "$work/artifacts" "fuzz/regressions/$target"
+        echo "=== fuzz $target for $secs s (seed corpus: $(ls "fuzz/corpus/$target" | wc -l) files)"
+        run "$target" &
+        pids[$target]=$!
+    done
+    for target in "${batch[@]}"; do
+        work="target/fuzz-work/$target"
+        artifacts="$work/artifacts/"
+        if wait "${pids[$target]}"; then
+            grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units)" "$work/log" || true
+            echo "=== $target: no crash in $secs s (${#batch[@]} targets side by side, $((SECONDS - t0)) s)"
+        else
+            tail -n 60 "$work/log"
+            for crash in "$artifacts"*; do
+                [[ -f "$crash" ]] || continue
+                name="$(basename "$crash")"
+                cp "$crash" "fuzz/regressions/$target/$name"
+                echo "=== $target FAILED: input $crash, copied to fuzz/regressions/$target/$name"
+                echo "    (commit it: tests-integration/tests/fuzz_replay.rs replays it in cargo test); hex:"
+                od -An -tx1 -v "$crash" | sed 's/^/    /'
+            done
+            failed+=("$target")
+        fi
+    done
 done
 
 echo "=== fuzz: $((SECONDS - start)) s"

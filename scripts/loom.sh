@@ -138,8 +138,10 @@ for name in "${selected[@]}"; do
     scratch="$root/mutants/src"
     stage "$scratch" "$patch"
     log="$(mktemp)"
+    # Incremental compilation: the scratch copies differ from one another by one patch, so each
+    # mutant's build reuses the previous one's work for everything the patch does not touch.
     if (cd "$scratch" && RUSTFLAGS="--cfg packetpipe_loom --cfg packetpipe_mutant" \
-        CARGO_TARGET_DIR="$root/mutants/target" \
+        CARGO_TARGET_DIR="$root/mutants/target" CARGO_PROFILE_LOOM_INCREMENTAL=true \
         cargo test --profile loom -p packetpipe-loom-tests --test "$model" -- --exact "mutant_$name") \
         >"$log" 2>&1 && grep -q "^test mutant_$name - should panic ... ok$" "$log"; then
         echo "    caught ($((SECONDS - t0)) s)"

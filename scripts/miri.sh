@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the tests of packetpipe's unsafe core under Miri, with Stacked Borrows and with Tree Borrows.
 #
-#   scripts/miri.sh                 # both borrow models, at the same time (one per core)
+#   scripts/miri.sh                 # both borrow models, two test binaries at a time
 #   MIRI_MODELS=tree scripts/miri.sh   # one model: "stacked" or "tree"
 #   scripts/miri.sh pool            # extra arguments go to the test harness (a name filter)
 #
@@ -15,7 +15,7 @@
 #   tests-integration/tests/bounds.rs (views over blocks), tests-integration/tests/miri_pipe.rs (two threads streaming through a small,
 #   often paused pipe; a reader completing mid-stream; a canceler on a third thread), and
 #   tests-integration/tests/fuzz_replay.rs (the fuzz corpus: every misuse path of the pipe, single-threaded).
-# - Smaller sizes where the tests read them: PROPTEST_CASES=2, MIRI_PIPE_FRAMES=150,
+# - Smaller sizes where the tests read them: PROPTEST_CASES=2, MIRI_PIPE_FRAMES=60,
 #   FUZZ_REPLAY_RANDOM=2; the tests' own `cfg!(miri)` sizes elsewhere.
 # - Skipped (SKIP below, each with its reason): tests that take minutes under Miri and cover safe
 #   code only, or paths the kept tests cover too.
@@ -24,16 +24,12 @@
 #   variant is needed.
 #
 # The toolchain is pinned (miri is not built for every nightly; 2026-05-16 to -19 have none): the
-# script installs it with the miri and rust-src components when missing. Measured on the 2-core VM
-# (shared with two other builds, so inflated), Stacked Borrows, each test timed with the harness's
-# `-Z unstable-options --report-time`: toolchain install and `cargo miri setup` 13 s, build 38 s;
-# the other six binaries together 463 s (segments 88 s, fuzz_replay 84 s, miri_pipe 78 s,
-# pool_close 50 s, bounds 35 s, packet_refcount the rest); tests-integration/tests/pool.rs 523 s, measured at
-# about twice the load of the figures before it (the thread-cache cap test, sized down for Miri,
-# 152 s, the two cross-thread steady-state tests 177 s). Tree
-# Borrows takes 1.5-2x as long. The two models run at once, so the step takes about as long as
-# the slower one. The log lists every test with its time (the harness's --report-time), so each
-# run's breakdown is on record.
+# script installs it with the miri and rust-src components when missing. Measured on the idle
+# 2-core VM (one model per core, each test timed with the harness's `--report-time`): build 25 s;
+# Stacked Borrows 580 s of runs, Tree Borrows 890 s (pool.rs 226 / 315 s, packet_refcount 103 /
+# 144, fuzz_replay 80 / 136, miri_pipe at 150 frames 63 / 120). The (model, binary) jobs share the
+# two cores longest first (below). The log lists every test with its time, so each run's breakdown
+# is on record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,12 +38,15 @@ models="${MIRI_MODELS:-stacked tree}"
 target="${MIRI_TARGET_DIR:-target/miri}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export PROPTEST_CASES="${PROPTEST_CASES:-2}"
-export MIRI_PIPE_FRAMES="${MIRI_PIPE_FRAMES:-150}"
+export MIRI_PIPE_FRAMES="${MIRI_PIPE_FRAMES:-60}"
 export FUZZ_REPLAY_RANDOM="${FUZZ_REPLAY_RANDOM:-2}"
 # A backtrace per caught panic costs seconds under Miri.
 export RUST_BACKTRACE=0
 
-TESTS=(packet_refcount pool pool_close segments bounds miri_pipe fuzz_replay)
+# Longest first (Tree Borrows, measured on the 2-core VM: pool 315 s, packet_refcount 144,
+# fuzz_replay 136, miri_pipe 120, segments 88, pool_close 63, bounds 27; Stacked Borrows takes
+# 0.6-0.7x as long), so that the two cores finish together.
+TESTS=(pool packet_refcount fuzz_replay miri_pipe segments pool_close bounds)
 
 # "test-name  # reason" (passed to every binary as --skip; names are unique across TESTS).
 SKIP=(
@@ -83,43 +82,68 @@ t0=$SECONDS
 CARGO_TARGET_DIR="$target" cargo "+$toolchain" miri test "${test_args[@]}" --no-run
 echo "--- built in $((SECONDS - t0)) s"
 
-# The build is shared: MIRIFLAGS only matter when the tests run, so both models run at once.
-declare -A pids logs
-t0=$SECONDS
-for model in $models; do
-    case "$model" in
-        stacked) flags="-Zmiri-disable-isolation" ;;
-        tree) flags="-Zmiri-disable-isolation -Zmiri-tree-borrows" ;;
-        *) echo "unknown borrow model $model (stacked or tree)"; exit 2 ;;
+# The build is shared: MIRIFLAGS only matter when the tests run. Each (model, test binary) pair is
+# a job; MIRI_JOBS of them (default 2, one per core) run at once, taken longest first, so the step
+# takes about half the two models' summed time rather than the slower model's whole time.
+flags_of() {
+    case "$1" in
+        stacked) echo "-Zmiri-disable-isolation" ;;
+        tree) echo "-Zmiri-disable-isolation -Zmiri-tree-borrows" ;;
+        *) echo "unknown borrow model $1 (stacked or tree)" >&2; return 2 ;;
     esac
-    logs[$model]="$(mktemp)"
-    echo "=== miri, $model borrows: MIRIFLAGS=\"$flags\""
-    MIRIFLAGS="$flags" CARGO_TARGET_DIR="$target" \
-        cargo "+$toolchain" miri test "${test_args[@]}" -- "${harness_args[@]}" \
-        >"${logs[$model]}" 2>&1 &
-    pids[$model]=$!
+}
+queue=()
+for t in "${TESTS[@]}"; do
+    for model in tree stacked; do
+        if [[ " $models " == *" $model "* ]]; then
+            queue+=("$model $t")
+        fi
+    done
 done
-
-failed=()
 for model in $models; do
-    if wait "${pids[$model]}"; then
-        status=ok
-    else
-        status=FAILED
-        failed+=("$model")
-    fi
-    echo "=== miri, $model borrows: $status"
-    grep -E "^(test result|     Running|error)|^test .* <[0-9.]+s>$|FAILED|panicked|Undefined Behavior|leak" \
-        "${logs[$model]}" | sed 's/^/    /'
-    if [[ $status == FAILED ]]; then
-        tail -n 80 "${logs[$model]}" | sed 's/^/    | /'
-    fi
-    rm -f "${logs[$model]}"
+    flags_of "$model" >/dev/null
+    echo "=== miri, $model borrows: MIRIFLAGS=\"$(flags_of "$model")\""
 done
+jobs="${MIRI_JOBS:-2}"
+logs_dir="$(mktemp -d)"
+declare -A job_of=()
+failed=()
+finish() {
+    local pid status=0
+    wait -n -p pid || status=$?
+    local job="${job_of[$pid]}" log="$logs_dir/${job_of[$pid]/ /-}.log"
+    if ((status == 0)); then
+        echo "=== miri, $job: ok"
+    else
+        echo "=== miri, $job: FAILED"
+        failed+=("$job")
+    fi
+    grep -E "^(test result|     Running|error)|^test .* <[0-9.]+s>$|FAILED|panicked|Undefined Behavior|leak" \
+        "$log" | sed 's/^/    /'
+    if ((status != 0)); then
+        tail -n 80 "$log" | sed 's/^/    | /'
+    fi
+    unset "job_of[$pid]"
+}
+t0=$SECONDS
+for job in "${queue[@]}"; do
+    read -r model t <<<"$job"
+    while ((${#job_of[@]} >= jobs)); do
+        finish
+    done
+    MIRIFLAGS="$(flags_of "$model")" CARGO_TARGET_DIR="$target" \
+        cargo "+$toolchain" miri test -p packetpipe-tests --test "$t" -- "${harness_args[@]}" \
+        >"$logs_dir/$model-$t.log" 2>&1 &
+    job_of[$!]="$model $t"
+done
+while ((${#job_of[@]})); do
+    finish
+done
+rm -rf "$logs_dir"
 echo "--- tests ran in $((SECONDS - t0)) s"
 
 echo "=== miri: $((SECONDS - start)) s"
 if ((${#failed[@]})); then
-    echo "miri failed under: ${failed[*]}"
+    echo "miri failed: ${failed[*]}"
     exit 1
 fi

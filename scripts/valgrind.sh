@@ -9,8 +9,7 @@
 # "Still reachable" memory (the global pool, thread-locals of the main thread) is not an error.
 #
 # The subset, so that the whole script runs in a few minutes on 2 cores (valgrind runs code 20-50x
-# slower than native; measured: about 2.5 minutes of runs, plus the build when `cargo test` has not
-# built the binaries already):
+# slower than native), two binaries at a time (VALGRIND_JOBS):
 # - every binary built by `cargo test --workspace --all-features --no-run` (the library's unit
 #   tests and each file of tests-integration/tests/), debug build, tests run one at a time (--test-threads=1);
 # - the loom-tests crate is not among them (its models are `test = false`, and empty without
@@ -88,8 +87,27 @@ PY
 )
 rm -f "$json"
 
-start=$SECONDS
+# Valgrind runs a program's threads one at a time, on one core: VALGRIND_JOBS binaries (default
+# 2, one per core) run side by side, each with its output in a log printed when it ends.
+jobs="${VALGRIND_JOBS:-2}"
+logs_dir="$(mktemp -d)"
+declare -A names=() starts=() logs=()
+run_index=0
 failed=()
+finish() { # waits for one running binary and reports it
+    local pid status=0
+    wait -n -p pid || status=$?
+    local name="${names[$pid]}"
+    cat "${logs[$pid]}"
+    if ((status == 0)); then
+        echo "=== $name: ok ($((SECONDS - ${starts[$pid]})) s)"
+    else
+        echo "=== $name: FAILED ($((SECONDS - ${starts[$pid]})) s)"
+        failed+=("$name")
+    fi
+    unset "names[$pid]" "logs[$pid]"
+}
+start=$SECONDS
 for entry in "${binaries[@]}"; do
     read -r name exe <<<"$entry"
     if [[ -n "$filter" && "$name" != *"$filter"* ]]; then
@@ -109,21 +127,28 @@ for entry in "${binaries[@]}"; do
             leak_check=(--leak-check=no)
         fi
     done
-    t0=$SECONDS
-    echo "=== valgrind $name ${skips[*]} ${leak_check[*]}"
+    while ((${#names[@]} >= jobs)); do
+        finish
+    done
     # --fair-sched=yes: valgrind runs one thread at a time, and its default lock lets a thread
     # that spins without blocking (the spin-flag tests of tests-integration/tests/pipe_contract/) take it back
     # again and again while the thread it waits for starves: one round of
     # `completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader` took up to 19 s and
     # failed its 20 s timeout in 1 of 6 runs (2 s with the fair lock, 6 of 6).
-    if valgrind --quiet --fair-sched=yes --error-exitcode=1 "${leak_check[@]}" \
-        "$exe" --test-threads=1 "${skips[@]}"; then
-        echo "=== $name: ok ($((SECONDS - t0)) s)"
-    else
-        echo "=== $name: FAILED ($((SECONDS - t0)) s)"
-        failed+=("$name")
-    fi
+    {
+        echo "=== valgrind $name ${skips[*]} ${leak_check[*]}"
+        valgrind --quiet --fair-sched=yes --error-exitcode=1 "${leak_check[@]}" \
+            "$exe" --test-threads=1 "${skips[@]}"
+    } >"$logs_dir/$run_index.log" 2>&1 &
+    names[$!]="$name"
+    logs[$!]="$logs_dir/$run_index.log"
+    run_index=$((run_index + 1))
+    starts[$!]=$SECONDS
 done
+while ((${#names[@]})); do
+    finish
+done
+rm -rf "$logs_dir"
 
 echo "=== valgrind: ${#binaries[@]} binaries in $((SECONDS - start)) s"
 if ((${#failed[@]})); then
