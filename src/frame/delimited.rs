@@ -2,9 +2,9 @@
 //! `AnyDelimiterCodec` and `LinesCodec` do.
 
 use super::{find_byte, put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
-use crate::packet::Packet;
 use crate::pipe::{PipeWriter, ReadBuffer};
 use crate::ByteSegments;
+use crate::Packet;
 
 /// How a [`Search`] finds delimiters: generic, so that [`Lines`] searches for its constant `\n`
 /// with no branch on the kind of delimiter, and [`Delimited`] for whichever it was given.

@@ -4,8 +4,8 @@
 use bytes::{Buf, Bytes};
 
 use super::{put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
-use crate::packet::{OwnedPacket, Packet, PacketChain};
 use crate::pipe::PipeWriter;
+use crate::{OwnedPacket, Packet, PacketChain};
 
 /// Frames behind a length field: decoder and encoder.
 ///

@@ -3,8 +3,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
-use crate::packet::{OwnedPacket, Packet, PacketChain};
 use crate::pipe::PipeWriter;
+use crate::{OwnedPacket, Packet, PacketChain};
 
 /// No framing: each frame is the bytes that arrived, as tokio-util's `BytesCodec`, without copying.
 ///
