@@ -22,8 +22,9 @@
 //! `pool.stats().outstanding == 0`.
 //!
 //! Bounds: `SOAK_SECS` seconds of rounds (default 30; CI runs the default, set it higher for a
-//! longer soak), `SOAK_SEED` to replay a run. Release builds only (`cargo test --release --test
-//! soak`): a debug build is too slow to reach interesting volumes in that time.
+//! longer soak); the seed is new each run unless `SOAK_SEED` replays one (printed at the start).
+//! Release builds only (`cargo test --release --test soak`): a debug build is too slow to reach
+//! interesting volumes in that time.
 
 use std::time::{Duration, Instant};
 
@@ -366,7 +367,7 @@ async fn one_pipe(pool: Pool, seed: u64) -> PipeRun {
 fn soak_many_pipes_with_cancels_drops_and_errors() {
     let secs = env("SOAK_SECS", 30);
     let pipes = env("SOAK_PIPES", 48);
-    let seed = env("SOAK_SEED", 0x50A4_5EED);
+    let seed = kit::soak::seed();
     eprintln!("soak: {secs} s, {pipes} pipes per round, SOAK_SEED={seed}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

@@ -24,6 +24,24 @@
 //! 3. Bytes a completion reports as received are initialized and no longer written by the
 //!    kernel once this side has read the completion (the completion queue's acquire load orders
 //!    them before).
+//! 4. A buffer id is in at most one ring entry at a time: it is published once per offer, and
+//!    offered again only after the completion that gives it back (rule 2). The ring never holds
+//!    more entries than ids, so publishing at the tail never overwrites an entry the kernel has
+//!    not consumed (the partly used buffer an incremental ring keeps at its head included).
+//!
+//! Why a completion can never name bytes another packet holds: a packet holds only sealed bytes
+//! of its block, all in front of the slot's write position; the kernel writes only at and after
+//! that position, which it tracks as this side does. It starts where the slot was offered, and
+//! each completion naming the id moves both by the completion's byte count: this side takes the
+//! completions in the order the completion queue gives them, which is the order the kernel filled
+//! the buffer in (one thread issues and runs every receive, and the queue keeps its order through
+//! overflow). Once the kernel gives the slot back, the rest of the block is offered again (the
+//! same argument holds for it) or the slot's reference is dropped, and the block goes back to the
+//! pool only with the last packet's reference (the block's count): the pool never lends a block
+//! a packet still holds, so the kernel never writes one either. Which connection the bytes belong
+//! to is the completion's user data (the connection's slot and generation): a receive's
+//! descriptor stays open until its last completion, so no receive of a closed connection can
+//! read another connection's socket (the driver's `Conn::recvs`).
 
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};

@@ -60,6 +60,8 @@
 //! ([`io::tokio::connection`](crate::io::tokio::connection)).
 
 mod buf_ring;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -284,7 +286,19 @@ struct Conn {
     io_waker: Waker,
     /// The connection is in the driver's ready list (queued once per turn at most).
     ready: bool,
+    /// The current receive (tagged `recv_tag` in its user data) is queued or running: the
+    /// connection receives, or will once the kernel takes the submission.
     recv_armed: bool,
+    /// Tag of the current receive; a receive cancelled and replaced keeps its old tag, so its
+    /// last completion does not end the receive armed after it.
+    recv_tag: u8,
+    /// Tags of the receives queued or in flight, cancelled ones included, each until its last
+    /// completion (one bit per tag, so every receive in flight has a tag of its own). The
+    /// descriptor is closed only when this is empty and no send is in flight: a submission names
+    /// the descriptor by its number, which the kernel looks up when it takes the submission, and
+    /// which the next socket opened gets once it is closed. A receive still queued when its
+    /// connection closed would receive another connection's bytes.
+    recvs: u32,
     /// The input pipe is at its pause threshold: do not receive until it drains.
     recv_paused: bool,
     /// The receive was stopped by `ENOBUFS`: re-arm when buffers are back.
@@ -323,12 +337,28 @@ impl SendBuf {
 /// How long a turn waits before retrying the pool for a starving connection's buffer.
 const STARVED_RETRY: Duration = Duration::from_millis(1);
 
-/// Operation kinds in the low byte of a completion's user data.
+/// Operation kinds in the low 3 bits of a completion's user data (a receive's tag in the 5 bits
+/// above them, [`recv_op`]).
 const OP_ACCEPT: u64 = 1;
 const OP_RECV: u64 = 2;
 const OP_SEND: u64 = 3;
 const OP_WAKE: u64 = 4;
 const OP_CANCEL: u64 = 5;
+
+/// Mask of the operation kind in the low byte.
+const OP_MASK: u64 = 0x7;
+/// Receive tags: 5 bits, one bit each in [`Conn::recvs`].
+const RECV_TAGS: u8 = 32;
+
+/// The low byte of receive `tag`'s user data.
+fn recv_op(tag: u8) -> u64 {
+    OP_RECV | (u64::from(tag) << 3)
+}
+
+/// The tag in a receive's user data.
+fn recv_tag_of(user_data: u64) -> u8 {
+    ((user_data & 0xff) >> 3) as u8
+}
 
 fn user_data(index: u32, generation: u32, op: u64) -> u64 {
     (u64::from(index) << 32) | (u64::from(generation & 0xff_ffff) << 8) | op
@@ -566,7 +596,11 @@ impl Driver {
             // SAFETY: every entry pushed here points only to memory that stays valid until its
             // completion: a connection's `SendBuf` and the output segments it names (kept until
             // the send completes, see `start_send`), `wake_buf` (boxed, alive while the driver is,
-            // which waits for every operation before it is dropped), or nothing.
+            // which waits for every operation before it is dropped), or nothing. (Receives name
+            // buffers by group; `buf_ring.rs` says who owns each.) An entry that names a
+            // descriptor names one that stays open until the operation's last completion: a
+            // connection is closed only with no receive (`Conn::recvs`) and no send (`sending`)
+            // queued or in flight, so a number is never reused while an entry names it.
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 self.in_flight += 1;
                 return Ok(());
@@ -615,7 +649,7 @@ impl Driver {
         if !more {
             self.in_flight -= 1;
         }
-        match data & 0xff {
+        match data & OP_MASK {
             OP_ACCEPT => {
                 let listener = &mut self.listeners[index_of(data)];
                 listener.armed = more;
@@ -633,7 +667,7 @@ impl Driver {
                 self.wake_armed = false;
             }
             OP_CANCEL => {}
-            OP_RECV => self.received(key_of(data), res, flags, more),
+            OP_RECV => self.received(data, res, flags, more),
             OP_SEND => self.sent(key_of(data), res),
             _ => {}
         }
@@ -681,6 +715,8 @@ impl Driver {
             io_waker,
             ready: true,
             recv_armed: false,
+            recv_tag: 0,
+            recvs: 0,
             recv_paused: false,
             recv_starved: false,
             input_done: false,
@@ -702,7 +738,8 @@ impl Driver {
     }
 
     /// A receive completion: bytes into the input pipe, or the receive's end.
-    fn received(&mut self, key: u64, res: i32, flags: u32, more: bool) {
+    fn received(&mut self, data: u64, res: i32, flags: u32, more: bool) {
+        let key = key_of(data);
         let packet = match (res, cqueue::buffer_select(flags)) {
             (n, Some(bid)) if n > 0 => {
                 self.stats.receives += 1;
@@ -715,7 +752,13 @@ impl Driver {
             return;
         };
         if !more {
-            conn.recv_armed = false;
+            // This receive is over. Only the current one's end stops the connection receiving;
+            // a cancelled one ends after its replacement may have been armed.
+            let tag = recv_tag_of(data);
+            conn.recvs &= !(1 << tag);
+            if tag == conn.recv_tag {
+                conn.recv_armed = false;
+            }
         }
         match packet {
             Some(Ok(packet)) => {
@@ -824,8 +867,9 @@ impl Driver {
         let mut starving = false;
         if conn.input_done || conn.recv_paused {
             if conn.recv_armed {
+                let current = user_data(index as u32, generation_of(key), recv_op(conn.recv_tag));
                 entries[0] = Some(
-                    opcode::AsyncCancel::new(user_data(index as u32, generation_of(key), OP_RECV))
+                    opcode::AsyncCancel::new(current)
                         .build()
                         .user_data(OP_CANCEL),
                 );
@@ -833,19 +877,25 @@ impl Driver {
                 conn.recv_armed = false;
             }
         } else if !conn.recv_armed {
-            if !conn.recv_starved || has_buffers {
-                conn.recv_starved = false;
-                conn.recv_armed = true;
-                entries[0] = Some(
-                    opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), group)
-                        .build()
-                        .user_data(user_data(index as u32, generation_of(key), OP_RECV)),
-                );
-            } else {
+            if conn.recv_starved && !has_buffers {
                 // Nothing completes for this connection until it receives again: the turns
                 // retry the pool until a buffer is offered, then queue it (`retry_starved`).
                 starving = true;
+            } else if let Some(tag) = conn.free_recv_tag() {
+                conn.recv_starved = false;
+                conn.recv_armed = true;
+                conn.recv_tag = tag;
+                conn.recvs |= 1 << tag;
+                let data = user_data(index as u32, generation_of(key), recv_op(tag));
+                entries[0] = Some(
+                    opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), group)
+                        .build()
+                        .user_data(data),
+                );
             }
+            // Else every tag is in flight (cancelled receives end at the submission after their
+            // cancel, so this does not happen); the next one's last completion queues the
+            // connection again.
         }
         if !conn.sending && !conn.output_done {
             entries[1] = conn.start_send(user_data(index as u32, generation_of(key), OP_SEND));
@@ -854,7 +904,7 @@ impl Driver {
             && conn.output_done
             && conn.app.is_none()
             && !conn.sending
-            && !conn.recv_armed;
+            && conn.recvs == 0;
         if paused {
             self.stats.paused += 1;
         }
@@ -970,6 +1020,13 @@ impl Drop for Driver {
 }
 
 impl Conn {
+    /// The tag after the current one that no receive in flight has.
+    fn free_recv_tag(&self) -> Option<u8> {
+        (1..=RECV_TAGS)
+            .map(|step| (self.recv_tag + step) % RECV_TAGS)
+            .find(|&tag| self.recvs & (1 << tag) == 0)
+    }
+
     /// Start a send of the output's flushed segments, if there are any (or shut the write side
     /// down once the output has ended).
     fn start_send(&mut self, user_data: u64) -> Option<squeue::Entry> {

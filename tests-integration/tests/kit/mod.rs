@@ -10,6 +10,8 @@
 //! - [`rng`]: small deterministic generators;
 //! - [`pipes`]: pipes set up the way several tests need them;
 //! - [`net`]: loopback socket pairs for the I/O tests;
+//! - [`soak`]: the connection soak's echo application and checking clients (one soak per
+//!   transport);
 //! - [`pipe_model`]: the pipe's executable reference model and its harness (the proptests of
 //!   `tests/pipe_model/`, the `pipe_ops` fuzz target and `tests/fuzz_replay.rs` run it).
 #![allow(dead_code)]
@@ -19,4 +21,5 @@ pub mod net;
 pub mod pipe_model;
 pub mod pipes;
 pub mod rng;
+pub mod soak;
 pub mod wake;
