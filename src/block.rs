@@ -526,6 +526,39 @@ impl<H: Recycle> Writer<H> {
         self.tail += n;
     }
 
+    /// Forget the first `n` written bytes, which went elsewhere unsealed (written to a socket
+    /// straight from the block): they become free space in front of the rest. Panics if fewer are
+    /// written.
+    #[inline]
+    pub(crate) fn discard_front(&mut self, n: usize) {
+        assert!(
+            n <= self.len(),
+            "discarding {n} bytes of {} written",
+            self.len()
+        );
+        self.head += n;
+    }
+
+    /// With nothing written and no window of the block alive (its count is this writer's own
+    /// reference plus the `credits` it counted in advance), start over at the payload's start:
+    /// the whole block is free to write again. Whether it did.
+    ///
+    /// Sound by invariant 3: with no window, no handle but this one reads the block. The Acquire
+    /// load pairs with the Release decrement of a window dropped on another thread (as
+    /// [`Window::is_unique`]): that thread's reads of the bytes happen before they are written
+    /// again. A window cannot appear meanwhile: only this writer seals, and clones need a window.
+    #[inline]
+    pub(crate) fn rewind(&mut self, credits: usize) -> bool {
+        if self.head != self.tail || header(self.block).refs.load(Ordering::Acquire) != 1 + credits
+        {
+            return false;
+        }
+        self.sealed = 0;
+        self.head = 0;
+        self.tail = 0;
+        true
+    }
+
     /// Forget written bytes after the first `n` (no effect if fewer are written).
     pub(crate) fn truncate(&mut self, n: usize) {
         if n < self.len() {

@@ -489,6 +489,11 @@ fn poll_flush_through(
     };
     loop {
         let flushed = writer.poll_flush_pipe(cx);
+        if matches!(flushed, Poll::Ready(Ok(_))) && writer.is_published_examined() {
+            // The flush wrote its bytes to the stream itself (or published none the stream has
+            // not taken): nothing is left to wait for.
+            return flushed.map_err(FrameError::from);
+        }
         // Either way the stream gets what is published; `Pending` here registered `cx` with it.
         let written = connection.poll_flushed(cx);
         match (flushed, written) {

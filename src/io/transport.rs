@@ -136,6 +136,7 @@ pub(crate) fn connect(
             write: Box::new(write),
             max_segments: options.max_write_segments.clamp(1, MAX_WRITE_SEGMENTS),
             sent: 0,
+            from_pipe: 0,
             unflushed: false,
             shut_down: false,
         }),
@@ -296,7 +297,11 @@ struct Output {
     reader: PipeReader,
     write: Box<dyn WriteSide>,
     max_segments: usize,
+    /// Bytes written to the stream: those of the output pipe and those flushes wrote directly.
     sent: u64,
+    /// Bytes of the output pipe written (consumed from it): when this is all the application's
+    /// writer published, a flush may write its bytes directly.
+    from_pipe: u64,
     /// Bytes were written since the stream was last flushed.
     unflushed: bool,
     /// The write side is shut down (or failed, or cut): nothing more is written.
@@ -369,6 +374,7 @@ impl Output {
                 }
                 Some((Ok(n), _)) => {
                     self.sent += n as u64;
+                    self.from_pipe += n as u64;
                     self.unflushed = true;
                     let _ = self.reader.advance_to(n, n);
                 }
@@ -469,6 +475,26 @@ struct Outbound {
 }
 
 impl Deliver for Outbound {
+    #[inline]
+    fn write_now(&mut self, bytes: &[u8], published: u64) -> Option<usize> {
+        // Uncontended on one task; a connection future writing at this moment (on another
+        // thread) means published bytes are being written: publish behind them.
+        let mut output = self.shared.output.try_lock().ok()?;
+        if output.shut_down || output.from_pipe != published {
+            return None;
+        }
+        match output.write.try_write_vectored(&[IoSlice::new(bytes)]) {
+            Ok(n) if n > 0 && n <= bytes.len() => {
+                output.sent += n as u64;
+                output.unflushed = true;
+                Some(n)
+            }
+            // Refused (`WouldBlock`), interrupted or failed: published, the output's own drive
+            // meets the same condition and handles it (waits for readiness, records the error).
+            _ => None,
+        }
+    }
+
     #[inline]
     fn deliver(&mut self) {
         self.shared.deliver(false);

@@ -149,6 +149,21 @@ impl PacketBuf {
         self.writer.truncate(len);
     }
 
+    /// Forget the first `n` written bytes, which went out unsealed (a flush wrote them to the
+    /// socket straight from this buffer). Panics if fewer are written.
+    #[inline]
+    pub(crate) fn discard_front(&mut self, n: usize) {
+        self.writer.discard_front(n);
+    }
+
+    /// With nothing written and no packet of this block alive (`credits`: references counted in
+    /// advance and unused, [`seal_with_credits`](Self::seal_with_credits)), start over at the
+    /// block's start; whether it did (`block::Writer::rewind`).
+    #[inline]
+    pub(crate) fn rewind(&mut self, credits: usize) -> bool {
+        self.writer.rewind(credits)
+    }
+
     /// Forget the unsealed written bytes.
     pub fn clear(&mut self) {
         self.writer.truncate(0);

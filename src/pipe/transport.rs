@@ -6,8 +6,10 @@
 //! - the reader's [`Refill`]: when a read finds nothing beyond its examined point, the reader asks
 //!   its refill to read the source into the same pipe's writer (which the refill owns) before it
 //!   waits, so the bytes arrive in the reader's own poll or call, with no task between;
-//! - the writer's [`Deliver`]: after a flush publishes bytes, the writer asks it to hand them to
-//!   the destination at once (never waiting); on completion, to finish the destination.
+//! - the writer's [`Deliver`]: a flush with nothing published still unwritten hands the staged
+//!   bytes to the destination straight from the write buffer (no seal, no publication); after a
+//!   flush publishes bytes, the writer asks it to hand them to the destination at once (never
+//!   waiting); on completion, to finish the destination.
 //!
 //! Both run on the caller's thread inside the end's `&mut self` call; neither may call back into
 //! the end that holds it.
@@ -32,6 +34,13 @@ pub(crate) trait Refill: Send + Sync {
 
 /// The writer's destination: takes what a flush published.
 pub(crate) trait Deliver: Send + Sync {
+    /// A flush is about to publish `bytes`, staged after the `published` bytes published so far:
+    /// if every published byte has been written, write `bytes` to the destination now instead,
+    /// without waiting, and return how many it took (the caller publishes the rest, if any).
+    /// `None` when it cannot write them first (published bytes wait, the destination has ended,
+    /// refused them or failed): the caller publishes them all, and `deliver` sees to them.
+    fn write_now(&mut self, bytes: &[u8], published: u64) -> Option<usize>;
+
     /// A flush published bytes: write what the destination takes now, without waiting.
     fn deliver(&mut self);
 

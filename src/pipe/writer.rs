@@ -322,6 +322,9 @@ impl PipeWriter {
     pub fn poll_flush_pipe(&mut self, cx: &mut Context<'_>) -> Poll<Result<FlushResult, Error>> {
         self.check_open()?;
         self.end_discarded_write();
+        if self.sink.is_some() {
+            self.write_now();
+        }
         if self.publish_staged() {
             // New bytes: a new flush, paused only at the pause threshold again. A pause left over
             // from a flush whose poll was abandoned while waiting must not make this one wait for
@@ -346,6 +349,38 @@ impl PipeWriter {
             self.state.waits.writer.register(cx.waker());
             registered = true;
             self.paused = true;
+        }
+    }
+
+    /// An inline transport's flush: with no packet staged and nothing published still unwritten,
+    /// write the write buffer's bytes to the destination straight from the block, unsealed and
+    /// unpublished (no reference counted, no atomic add, no wake); only what the destination
+    /// does not take is published, as any flush's bytes are. A block whose bytes all went out and
+    /// of which no packet is alive is written again from its start.
+    #[inline]
+    fn write_now(&mut self) {
+        if self.queue.staged_bytes() != 0 || self.reader_done {
+            return;
+        }
+        let (WriteBuf::Active(buf), Some(sink)) = (&mut self.buf, self.sink.as_mut()) else {
+            return;
+        };
+        if buf.is_empty() {
+            return;
+        }
+        let Some(n) = sink.write_now(buf, self.published) else {
+            return;
+        };
+        // The space `buffer_mut` handed out goes with the flush, as on the publishing path.
+        self.handed_out = 0;
+        // The bytes went out without a packet: the last packet published from this block grows
+        // no more (the next bytes do not follow it in the stream).
+        self.queue.end_growth();
+        buf.discard_front(n);
+        if buf.is_empty() {
+            buf.rewind(self.seal_credits);
+            // Parked like a flushed buffer, so that an idle connection gives the block back.
+            self.park();
         }
     }
 
@@ -449,6 +484,16 @@ impl PipeWriter {
         PipeCanceler {
             state: self.state.clone(),
         }
+    }
+
+    /// Whether the reader has examined every byte published so far (an inline transport's output
+    /// examines what the stream took): then a flush left nothing for anyone to write.
+    #[inline]
+    pub(crate) fn is_published_examined(&mut self) -> bool {
+        if self.reader_seen < self.published {
+            self.reader_seen = self.state.reader.load(Ordering::Acquire) & COUNT;
+        }
+        self.reader_seen >= self.published
     }
 
     /// Whether the reader has completed (as of the last flush or buffer request).
