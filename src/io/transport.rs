@@ -32,7 +32,7 @@ use super::connection::{
 use super::drain::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
 use crate::pipe::transport::{Deliver, Refill};
-use crate::pipe::{pipe_with, PipeCanceler, PipeReader, PipeWriter};
+use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
 
 /// One flavor's read half of a stream.
 pub(crate) trait ReadSide: Send + Sync + 'static {
@@ -128,7 +128,7 @@ pub(crate) fn connect(
     write: impl WriteSide,
     options: ConnectionOptions,
 ) -> (DuplexPipe, Connection) {
-    let (input, mut reader) = pipe_with(options.input);
+    let mut reader = local_reader(options.input);
     let (mut writer, output) = pipe_with(options.output);
     let shared = Arc::new(Shared {
         output: Mutex::new(Output {
@@ -148,7 +148,6 @@ pub(crate) fn connect(
         end: Mutex::new(EndState::default()),
     });
     reader.set_source(Box::new(Inbound {
-        writer: input,
         read,
         shared: shared.clone(),
         received: 0,
@@ -517,23 +516,21 @@ thread_local! {
 /// to this size, so a big frame arrives in few reads.
 const MAX_READ: u64 = 1 << 20;
 
-/// The application reader's hook: its reads read the stream.
+/// The application reader's hook: its reads read the stream into the reader's own block.
 struct Inbound<R> {
-    /// The input pipe's writer.
-    writer: PipeWriter,
     read: R,
     shared: Arc<Shared>,
     received: u64,
-    /// The stream ended (or failed): the writer is completed.
+    /// The stream ended (or failed): the reader's input is completed.
     ended: bool,
 }
 
 impl<R: ReadSide> Inbound<R> {
-    fn fail(&mut self, error: io::Error) {
+    fn fail(&mut self, into: &mut Fill<'_>, error: io::Error) {
         let shared = SharedError::new(error);
         self.shared
             .record(ErrorOrigin::Read, self.received, shared.to_io_error());
-        self.writer.complete_with_shared(shared);
+        into.complete_with_shared(shared);
         self.end(false);
     }
 
@@ -545,8 +542,8 @@ impl<R: ReadSide> Inbound<R> {
     }
 
     /// Waiting on the stream: release what an idle connection need not hold.
-    fn idle(&mut self, idle: bool) {
-        self.writer.release_unused_buffer();
+    fn idle(&mut self, into: &mut Fill<'_>, idle: bool) {
+        into.release_unused_buffer();
         if idle {
             // Nothing unconsumed in and (once written) nothing out: the output writer's partly
             // used block goes home too, so a connection waiting for its peer holds none.
@@ -558,13 +555,18 @@ impl<R: ReadSide> Inbound<R> {
 }
 
 impl<R: ReadSide> Refill for Inbound<R> {
-    fn poll_refill(&mut self, cx: &mut Context<'_>, need: u64, idle: bool) -> Poll<()> {
+    fn poll_refill(
+        &mut self,
+        cx: &mut Context<'_>,
+        need: u64,
+        idle: bool,
+        into: &mut Fill<'_>,
+    ) -> Poll<()> {
         if self.ended {
             return Poll::Ready(());
         }
         if self.shared.aborted.load(Ordering::SeqCst) {
-            self.writer
-                .complete_with_shared(SharedError::new(aborted_error()));
+            into.complete_with_shared(SharedError::new(aborted_error()));
             self.end(false);
             return Poll::Ready(());
         }
@@ -574,7 +576,7 @@ impl<R: ReadSide> Refill for Inbound<R> {
                     let mut scratch = scratch.borrow_mut();
                     match self.read.poll_read(cx, &mut scratch) {
                         Poll::Ready(Ok(n)) if n > 0 && n <= SCRATCH => {
-                            match self.writer.write_slice(&scratch[..n]) {
+                            match into.write_slice(&scratch[..n]) {
                                 Ok(()) => Poll::Ready(Ok((n, SCRATCH, false))),
                                 Err(e) => Poll::Ready(Err(io_error(e))),
                             }
@@ -588,23 +590,23 @@ impl<R: ReadSide> Refill for Inbound<R> {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Poll::Ready(Err(e)) => {
-                            self.fail(e);
+                            self.fail(into, e);
                             return Poll::Ready(());
                         }
                         Poll::Pending => {
-                            self.idle(idle);
+                            self.idle(into, idle);
                             return Poll::Pending;
                         }
                     }
                 }
                 // Reuse the current block's tail if at least half a segment is left; a large
                 // frame gets a block its size.
-                let hint = ((self.writer.min_segment_size() / 2).max(1) as u64)
-                    .max(need.min(MAX_READ)) as usize;
-                let space = match self.writer.buffer_mut(hint) {
+                let hint =
+                    ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
+                let space = match into.buffer_mut(hint) {
                     Ok(space) => space,
                     Err(e) => {
-                        self.fail(io_error(e));
+                        self.fail(into, io_error(e));
                         return Poll::Ready(());
                     }
                 };
@@ -613,35 +615,39 @@ impl<R: ReadSide> Refill for Inbound<R> {
             };
             match result {
                 Poll::Pending => {
-                    self.idle(idle);
+                    self.idle(into, idle);
                     return Poll::Pending;
                 }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Poll::Ready(Err(e)) => {
-                    self.fail(e);
+                    self.fail(into, e);
                     return Poll::Ready(());
                 }
                 Poll::Ready(Ok((0, _, _))) => {
-                    self.writer.complete();
+                    into.complete();
                     self.end(true);
                     return Poll::Ready(());
                 }
                 Poll::Ready(Ok((n, len, in_place))) => {
                     if n > len {
-                        self.fail(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("the stream reported {n} bytes read into a {len}-byte buffer"),
-                        ));
+                        self.fail(
+                            into,
+                            io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "the stream reported {n} bytes read into a {len}-byte buffer"
+                                ),
+                            ),
+                        );
                         return Poll::Ready(());
                     }
                     if in_place {
-                        if let Err(e) = self.writer.advance(n) {
-                            self.fail(io_error(e));
+                        if let Err(e) = into.advance(n) {
+                            self.fail(into, io_error(e));
                             return Poll::Ready(());
                         }
                     }
                     self.received += n as u64;
-                    self.writer.publish_now();
                     return Poll::Ready(());
                 }
             }

@@ -107,6 +107,8 @@
 
 mod blocking;
 pub(crate) use blocking::block_on;
+mod input;
+mod local;
 mod options;
 mod queue;
 mod read_buffer;
@@ -114,6 +116,7 @@ mod read_until;
 mod reader;
 mod state;
 pub(crate) mod transport;
+pub(crate) use local::Fill;
 mod wait;
 mod writer;
 
@@ -129,6 +132,23 @@ use crate::sync::Arc;
 /// A pipe with the default [`PipeOptions`].
 pub fn pipe() -> (PipeWriter, PipeReader) {
     pipe_with(PipeOptions::default())
+}
+
+/// A reader with no writer end, to read a source itself (`PipeReader::set_source`: an inline
+/// connection's input): the options' thresholds do not apply (nothing waits for it), its pool,
+/// segment size and copy threshold do.
+pub(crate) fn local_reader(options: PipeOptions) -> PipeReader {
+    let state = Arc::new(state::PipeState::new(
+        options.pause_threshold,
+        options.resume_threshold,
+    ));
+    let pool = options.resolved_pool();
+    PipeReader::new_local(
+        state,
+        pool,
+        options.copy_threshold,
+        options.min_segment_size,
+    )
 }
 
 /// A pipe with the given options.

@@ -5,7 +5,7 @@ use std::ops::RangeBounds;
 
 use bytes::Buf;
 
-use super::queue::{Consumer, Packets};
+use super::input::{Input, Packets};
 use crate::error::{check_range, Error};
 use crate::segments::ByteSegments;
 
@@ -39,14 +39,14 @@ use crate::segments::ByteSegments;
 /// ```
 #[derive(Clone, Copy)]
 pub struct ReadBuffer<'a> {
-    queue: &'a Consumer,
+    queue: &'a Input,
     start: usize,
     len: usize,
 }
 
 impl<'a> ReadBuffer<'a> {
     #[inline]
-    pub(crate) fn new(queue: &'a Consumer, len: usize) -> ReadBuffer<'a> {
+    pub(crate) fn new(queue: &'a Input, len: usize) -> ReadBuffer<'a> {
         ReadBuffer {
             queue,
             start: 0,

@@ -6,6 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::blocking::{block_on, coalesce, SMALL_READ};
+use super::input::Input;
+use super::local::Local;
 use super::queue::Consumer;
 use super::read_buffer::ReadBuffer;
 use super::state::{PipeCanceler, PipeState, DONE, FAILED};
@@ -117,7 +119,8 @@ enum Want {
 /// # }
 /// ```
 pub struct PipeReader {
-    queue: Consumer,
+    /// The bytes: the shared queue, or the reader's own when it reads its source itself.
+    queue: Input,
     state: Arc<PipeState>,
     pool: Pool,
     copy_threshold: usize,
@@ -168,6 +171,28 @@ impl PipeReader {
         pool: Pool,
         copy_threshold: usize,
     ) -> PipeReader {
+        PipeReader::with_input(Input::Shared(queue), state, pool, copy_threshold)
+    }
+
+    /// A reader of its own source (set with [`set_source`](Self::set_source)): no writer end,
+    /// its bytes in its own segments (`local.rs`), read into blocks of `min_segment_size` bytes
+    /// or more.
+    pub(crate) fn new_local(
+        state: Arc<PipeState>,
+        pool: Pool,
+        copy_threshold: usize,
+        min_segment_size: usize,
+    ) -> PipeReader {
+        let local = Local::new(pool.clone(), min_segment_size);
+        PipeReader::with_input(Input::Local(local), state, pool, copy_threshold)
+    }
+
+    fn with_input(
+        queue: Input,
+        state: Arc<PipeState>,
+        pool: Pool,
+        copy_threshold: usize,
+    ) -> PipeReader {
         PipeReader {
             queue,
             state,
@@ -190,9 +215,18 @@ impl PipeReader {
         }
     }
 
-    /// Read `source` within this reader's own waits from now on (an inline transport).
+    /// Read `source` within this reader's own waits from now on (an inline transport; a reader
+    /// made with [`new_local`](Self::new_local)).
     pub(crate) fn set_source(&mut self, source: Box<dyn Refill>) {
+        debug_assert!(self.is_local(), "a source fills the reader's own segments");
         self.source = Some(source);
+    }
+
+    /// Whether this reader reads its own source into its own segments: no writer shares its
+    /// state, so it publishes no position and lifts no backpressure.
+    #[inline]
+    fn is_local(&self) -> bool {
+        matches!(self.queue, Input::Local(_))
     }
 
     /// Send the writer's parked block home if this reader holds no unconsumed byte (an idle
@@ -290,7 +324,10 @@ impl PipeReader {
     #[inline]
     fn read_blocking_want(&mut self, want: Want) -> Result<ReadResult<'_>, Error> {
         let seen = self.seen();
-        if self.coalesce && self.queue.published_bytes().saturating_sub(seen) < SMALL_READ {
+        if self.coalesce
+            && !self.is_local()
+            && self.queue.published_bytes().saturating_sub(seen) < SMALL_READ
+        {
             coalesce();
         }
         let status = {
@@ -398,21 +435,21 @@ impl PipeReader {
             if registered {
                 return Poll::Pending;
             }
-            if let Some(source) = self.source.as_mut() {
-                let available = self.queue.available();
+            if let (Some(source), Input::Local(local)) = (self.source.as_mut(), &mut self.queue) {
+                let available = local.available();
                 let need = match want {
                     Want::New => 1,
                     Want::AtLeast(n) => n.saturating_sub(available).max(1),
                 };
-                // This reader is about to publish into its own pipe: a registration left from an
-                // earlier wait would make that publish wake this very task. It registers again
-                // (and checks again) below before it sleeps.
-                self.state.waits.reader.unregister();
-                if source.poll_refill(cx, need, available == 0).is_ready() {
+                let mut fill = local.fill(&self.state);
+                if source
+                    .poll_refill(cx, need, available == 0, &mut fill)
+                    .is_ready()
+                {
                     continue;
                 }
             }
-            if let Want::AtLeast(n) = want {
+            if let (Want::AtLeast(n), false) = (want, self.is_local()) {
                 // Lift backpressure: the writer must not pause while we wait for bytes it has not
                 // published yet. Wake it if it is already paused.
                 // Saturating: `read_at_least(usize::MAX)` means "until the writer completes", and a
@@ -881,7 +918,8 @@ impl PipeReader {
     /// Inline: it runs once per frame taken; the wake is out of line.
     #[inline(always)]
     fn note_examined(&mut self, position: u64) {
-        if position <= self.examined_max {
+        // A local reader has no writer to tell.
+        if position <= self.examined_max || self.is_local() {
             return;
         }
         self.examined_max = position;
@@ -1041,6 +1079,7 @@ impl<'a> Future for Read<'a> {
         if coalesce == Coalesce::FirstPoll
             && reader.small_async_read
             && !reader.completed
+            && !reader.is_local()
             && !cfg!(packetpipe_loom)
         {
             let unseen = reader.queue.published_bytes().saturating_sub(seen);

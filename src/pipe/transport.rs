@@ -4,8 +4,9 @@
 //! connection; the pipe knows nothing of sockets:
 //!
 //! - the reader's [`Refill`]: when a read finds nothing beyond its examined point, the reader asks
-//!   its refill to read the source into the same pipe's writer (which the refill owns) before it
-//!   waits, so the bytes arrive in the reader's own poll or call, with no task between;
+//!   its refill to read the source into the reader's own receive block ([`Fill`]) before it
+//!   waits, so the bytes arrive in the reader's own poll or call, with no task, queue or
+//!   publication between;
 //! - the writer's [`Deliver`]: a flush with nothing published still unwritten hands the staged
 //!   bytes to the destination straight from the write buffer (no seal, no publication); after a
 //!   flush publishes bytes, the writer asks it to hand them to the destination at once (never
@@ -16,16 +17,23 @@
 
 use std::task::{Context, Poll};
 
+use super::local::Fill;
 use crate::error::SharedError;
 
-/// The reader's source of bytes: reads into the pipe's writer and publishes.
+/// The reader's source of bytes: reads into the reader's own receive block.
 pub(crate) trait Refill: Send + Sync {
     /// The reader has nothing beyond its examined point and needs `need` more bytes (1 for a
-    /// plain read); `idle` says it holds no unconsumed byte. Read what the source has now into the
-    /// pipe and publish it: `Ready` once bytes were published or the writer completed (the
+    /// plain read); `idle` says it holds no unconsumed byte. Read what the source has now into
+    /// `into`: `Ready` once bytes were read (they are readable at once) or `into` completed (the
     /// source's end or error); `Pending` when the source has nothing now, `cx` to be woken when it
     /// has.
-    fn poll_refill(&mut self, cx: &mut Context<'_>, need: u64, idle: bool) -> Poll<()>;
+    fn poll_refill(
+        &mut self,
+        cx: &mut Context<'_>,
+        need: u64,
+        idle: bool,
+        into: &mut Fill<'_>,
+    ) -> Poll<()>;
 
     /// The reader completed (by the application, with `error` if it gave one) after consuming
     /// `consumed` bytes: the source is not read again.

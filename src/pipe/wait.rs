@@ -51,15 +51,6 @@ impl WaitCell {
         }
     }
 
-    /// Withdraw this side's announcement: the caller is running, not sleeping, and registers
-    /// (then re-checks) again before it next sleeps, so no wake can be lost by it.
-    #[inline]
-    pub(crate) fn unregister(&self) {
-        if self.waiting.load(Ordering::Relaxed) {
-            self.waiting.store(false, Ordering::SeqCst);
-        }
-    }
-
     /// Whether a waiter has announced itself and not been woken since.
     #[inline]
     pub(crate) fn is_waiting(&self) -> bool {

@@ -131,14 +131,6 @@ impl PipeWriter {
         self.sink = Some(sink);
     }
 
-    /// Publish the staged bytes without waiting: a refill run by this pipe's own reader, which
-    /// is the one that would lift a pause.
-    #[inline]
-    pub(crate) fn publish_now(&mut self) {
-        self.end_discarded_write();
-        self.publish_staged();
-    }
-
     /// Stage a packet without copying it. Empty packets are ignored: they change nothing, not even
     /// the space [`buffer_mut`](Self::buffer_mut) handed out.
     #[inline]

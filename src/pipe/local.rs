@@ -1,0 +1,323 @@
+//! The reader's own bytes: an inline connection's input, read and parsed by one owner.
+//!
+//! When the reader reads its source itself (an inline connection), nothing crosses threads
+//! between the socket and the parser: the reader owns the receive block and the segments it
+//! has not consumed. So instead of the shared queue's protocol (publication, parking, growth
+//! words), the bytes live here in plain fields: a read fills the receive block's free tail
+//! ([`Fill`]), the bytes are sealed into the back segment at once (grown in place while the
+//! reads follow each other in the block), and the reader consumes and takes from the front.
+//! The segments keep the queue's meaning: a frame spanning the block's end is a chain of two
+//! segments, a large one is shared out of the block, a small one copied.
+//!
+//! Blocks are returned by their owner: the receive block goes when it is full or when the
+//! reader waits with nothing unconsumed (an idle connection holds no block), and a block whose
+//! bytes were all consumed, with no taken frame holding it, is read into again from its start.
+
+use std::collections::VecDeque;
+
+use super::state::{PipeState, DONE, FAILED};
+use crate::error::{Error, SharedError};
+use crate::packet::{Packet, PacketBuf, ReleaseBatch};
+use crate::pool::Pool;
+
+/// A reader's own segments and receive block.
+pub(crate) struct Local {
+    /// The unconsumed bytes, front to back, none empty (the front may be partly consumed: its
+    /// packet is advanced in place).
+    packets: VecDeque<Packet>,
+    consumed: u64,
+    /// Bytes in `packets`.
+    available: u64,
+    /// The receive block: reads fill its free tail.
+    buf: Option<PacketBuf>,
+    /// References to `buf`'s block counted in advance for its seals
+    /// (`PacketBuf::seal_with_credits`); given back when `buf` goes.
+    credits: usize,
+    /// The back packet was sealed from `buf` and ends where its next bytes go: they grow it.
+    back_grows: bool,
+    /// `DONE` (and `FAILED`) once the source has ended.
+    flags: u64,
+    pool: Pool,
+    min_segment_size: usize,
+}
+
+impl Local {
+    pub(crate) fn new(pool: Pool, min_segment_size: usize) -> Local {
+        Local {
+            packets: VecDeque::new(),
+            consumed: 0,
+            available: 0,
+            buf: None,
+            credits: 0,
+            back_grows: false,
+            flags: 0,
+            pool,
+            min_segment_size,
+        }
+    }
+
+    /// The source's end, as the shared queue's published flags.
+    #[inline]
+    pub(crate) fn flags(&self) -> u64 {
+        self.flags
+    }
+
+    /// Bytes consumed since the start.
+    #[inline]
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Bytes readable and not consumed.
+    #[inline]
+    pub(crate) fn available(&self) -> u64 {
+        self.available
+    }
+
+    /// The readable packets, front to back (none empty).
+    #[inline]
+    pub(crate) fn packets(&self) -> std::collections::vec_deque::Iter<'_, Packet> {
+        self.packets.iter()
+    }
+
+    /// The first packet, if it holds at least `n > 0` bytes.
+    #[inline]
+    pub(crate) fn front_holding(&self, n: usize) -> Option<&Packet> {
+        match self.packets.front() {
+            Some(front) if n > 0 && front.len() >= n => Some(front),
+            _ => None,
+        }
+    }
+
+    /// Consume `n <= available` bytes: packets consumed entirely go (a run of one block's packets
+    /// with one reference-count decrement), a partly consumed front is advanced in place.
+    #[inline]
+    pub(crate) fn consume(&mut self, mut n: u64) {
+        assert!(
+            n <= self.available,
+            "consume of {n} bytes with {} available",
+            self.available
+        );
+        self.available -= n;
+        self.consumed += n;
+        let mut released = ReleaseBatch::default();
+        while n > 0 {
+            let front = self.packets.front_mut().expect("bytes are available");
+            let len = front.len() as u64;
+            if len <= n {
+                n -= len;
+                let packet = self.packets.pop_front().expect("just looked at");
+                packet.release_into(&mut released);
+            } else {
+                front.skip_front(n as usize);
+                n = 0;
+            }
+        }
+        if self.packets.is_empty() {
+            self.back_grows = false;
+        }
+    }
+
+    /// [`consume`](Self::consume) of a frame taken out of the front packet (the common case, kept
+    /// small enough to inline).
+    #[inline(always)]
+    pub(crate) fn consume_in_front(&mut self, n: u64) {
+        match self.packets.front_mut() {
+            Some(front) if (front.len() as u64) > n => {
+                front.skip_front(n as usize);
+                self.available -= n;
+                self.consumed += n;
+            }
+            _ => self.consume(n),
+        }
+    }
+
+    /// Take the first `n <= available` bytes as packets, front to back, moved out or split off
+    /// the front packet, without copying.
+    #[inline]
+    pub(crate) fn take(&mut self, mut n: u64, mut sink: impl FnMut(Packet)) {
+        assert!(
+            n <= self.available,
+            "take of {n} bytes with {} available",
+            self.available
+        );
+        self.available -= n;
+        self.consumed += n;
+        while n > 0 {
+            let front = self.packets.front_mut().expect("bytes are available");
+            let len = front.len() as u64;
+            if len <= n {
+                n -= len;
+                sink(self.packets.pop_front().expect("just looked at"));
+            } else {
+                sink(front.split_to(n as usize));
+                n = 0;
+            }
+        }
+        if self.packets.is_empty() {
+            self.back_grows = false;
+        }
+    }
+
+    /// Put `packet`, a copy of every readable byte, in place of the packets that held them (a
+    /// waiting reader's few bytes moving out of a large block); the receive block goes too.
+    pub(crate) fn replace_available(&mut self, packet: Packet) {
+        assert!(
+            packet.len() as u64 == self.available && !packet.is_empty(),
+            "replacement of {} readable bytes by {}",
+            self.available,
+            packet.len()
+        );
+        let mut released = ReleaseBatch::default();
+        for old in self.packets.drain(..) {
+            old.release_into(&mut released);
+        }
+        self.packets.push_back(packet);
+        self.drop_buf();
+    }
+
+    /// The reader is about to wait: the receive block goes home (unless the reader keeps
+    /// unconsumed bytes in it, which `replace_available` may move out first). Returns whether
+    /// the back packet may still grow, as the shared queue's does: never, once the block is gone.
+    #[inline]
+    pub(crate) fn release_parked_tail(&mut self) -> bool {
+        self.drop_buf();
+        false
+    }
+
+    /// Let every packet go (the reader completes): what is readable is consumed.
+    pub(crate) fn close(&mut self) {
+        let available = self.available;
+        self.consume(available);
+        self.drop_buf();
+    }
+
+    /// Give the receive block up, with the references counted in advance for it.
+    #[inline]
+    fn drop_buf(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            buf.give_back_credits(std::mem::take(&mut self.credits));
+        }
+        self.back_grows = false;
+    }
+
+    /// The fill side, for the reader's source; `state` takes the source's error.
+    #[inline]
+    pub(crate) fn fill<'a>(&'a mut self, state: &'a PipeState) -> Fill<'a> {
+        Fill { local: self, state }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        self.drop_buf();
+    }
+}
+
+/// Where a reader's source puts what it reads: the receive block of a [`Local`] (see
+/// `transport::Refill`).
+pub(crate) struct Fill<'a> {
+    local: &'a mut Local,
+    state: &'a PipeState,
+}
+
+impl Fill<'_> {
+    /// The size of the blocks a read rents.
+    #[inline]
+    pub(crate) fn min_segment_size(&self) -> usize {
+        self.local.min_segment_size
+    }
+
+    /// Free space of at least `hint` bytes (and at least one) in the receive block, renting a
+    /// block (at least a segment) when it has less. A block whose bytes were all consumed and
+    /// are held by no taken frame is read into again from its start.
+    #[inline]
+    pub(crate) fn buffer_mut(&mut self, hint: usize) -> Result<&mut [u8], Error> {
+        let need = hint.max(1);
+        let local = &mut *self.local;
+        let fits = match &mut local.buf {
+            Some(buf) => {
+                if local.available == 0 && buf.rewind(local.credits) {
+                    local.back_grows = false;
+                }
+                bytes::BufMut::remaining_mut(buf) >= need
+            }
+            None => false,
+        };
+        if !fits {
+            let rented = local.pool.rent(need.max(local.min_segment_size))?;
+            local.drop_buf();
+            local.buf = Some(rented);
+        }
+        Ok(local.buf.as_mut().expect("just provided").spare_mut())
+    }
+
+    /// `n` bytes were read into the space [`buffer_mut`](Self::buffer_mut) gave: they are
+    /// readable at once, as growth of the back packet when they follow it in the block.
+    #[inline]
+    pub(crate) fn advance(&mut self, n: usize) -> Result<(), Error> {
+        let local = &mut *self.local;
+        let Some(buf) = local.buf.as_mut() else {
+            return Err(Error::AdvancePastBuffer {
+                requested: n,
+                available: 0,
+            });
+        };
+        buf.commit(n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if local.back_grows {
+            let grown = buf.seal_in_place();
+            let back = local.packets.back_mut().expect("a growing back packet");
+            // SAFETY: the back packet was sealed from this buffer and ends where these bytes
+            // start (`back_grows`, cleared whenever either changes), and `seal_in_place` just
+            // sealed them: no handle writes them again (block invariant 3). One thread owns both.
+            unsafe { back.grow_sealed(grown) };
+        } else {
+            let packet = buf.seal_with_credits(&mut local.credits);
+            local.packets.push_back(packet.into());
+            local.back_grows = true;
+        }
+        local.available += n as u64;
+        if bytes::BufMut::remaining_mut(buf) == 0 {
+            local.drop_buf();
+        }
+        Ok(())
+    }
+
+    /// Copy `data` into the receive block and make it readable.
+    pub(crate) fn write_slice(&mut self, data: &[u8]) -> Result<(), Error> {
+        let space = self.buffer_mut(data.len())?;
+        let n = data.len().min(space.len());
+        space[..n].copy_from_slice(&data[..n]);
+        self.advance(n)?;
+        if n < data.len() {
+            return self.write_slice(&data[n..]);
+        }
+        Ok(())
+    }
+
+    /// The source ended: the reader sees the end after the bytes before it.
+    pub(crate) fn complete(&mut self) {
+        self.local.flags |= DONE;
+        self.local.drop_buf();
+    }
+
+    /// The source failed: the reader gets `error` after the bytes before it.
+    pub(crate) fn complete_with_shared(&mut self, error: SharedError) {
+        if self.local.flags & DONE == 0 {
+            self.state.set_writer_error(error);
+            self.local.flags |= DONE | FAILED;
+        }
+        self.local.drop_buf();
+    }
+
+    /// Nothing unconsumed: the receive block goes home (the reader waits for its source).
+    #[inline]
+    pub(crate) fn release_unused_buffer(&mut self) {
+        if self.local.available == 0 {
+            self.local.drop_buf();
+        }
+    }
+}
