@@ -142,6 +142,7 @@ pub(crate) fn connect(
         }),
         driver: Mutex::new(None),
         reader: reader.canceler(),
+        input_idle: AtomicBool::new(false),
         input_done: AtomicBool::new(false),
         output_done: AtomicBool::new(false),
         aborted: AtomicBool::new(false),
@@ -166,6 +167,10 @@ pub(crate) struct Shared {
     driver: Mutex<Option<Waker>>,
     /// Wakes the application's reader if it waits (an abort).
     reader: PipeCanceler,
+    /// The application's reader waits for the stream with nothing unconsumed: a flush that
+    /// writes everything gives its block back (Relaxed: both ends run on the application's
+    /// task, or the block is merely kept one flush longer).
+    input_idle: AtomicBool,
     input_done: AtomicBool,
     output_done: AtomicBool,
     /// The connection's future was dropped before the end.
@@ -495,6 +500,11 @@ impl Deliver for Outbound {
     }
 
     #[inline]
+    fn reader_idle(&self) -> bool {
+        self.shared.input_idle.load(Ordering::Relaxed)
+    }
+
+    #[inline]
     fn deliver(&mut self) {
         self.shared.deliver(false);
     }
@@ -545,6 +555,7 @@ impl<R: ReadSide> Inbound<R> {
     fn idle(&mut self, into: &mut Fill<'_>, idle: bool) {
         into.release_unused_buffer();
         if idle {
+            self.shared.input_idle.store(true, Ordering::Relaxed);
             // Nothing unconsumed in and (once written) nothing out: the output writer's partly
             // used block goes home too, so a connection waiting for its peer holds none.
             if let Ok(mut output) = self.shared.output.try_lock() {
@@ -648,6 +659,9 @@ impl<R: ReadSide> Refill for Inbound<R> {
                         }
                     }
                     self.received += n as u64;
+                    if self.shared.input_idle.load(Ordering::Relaxed) {
+                        self.shared.input_idle.store(false, Ordering::Relaxed);
+                    }
                     return Poll::Ready(());
                 }
             }

@@ -571,6 +571,9 @@ impl PipeReader {
         if !(satisfied || done) {
             return None;
         }
+        if done && available == 0 {
+            self.release_finished();
+        }
         // A writer that failed reports its end through the error, once its bytes are read.
         let status = (done && !failed, canceled);
         self.last_len = Some(available);
@@ -613,7 +616,18 @@ impl PipeReader {
         self.frames_taken = false;
         self.examined = start + examined as u64;
         self.note_examined(self.examined);
+        if self.writer_flags & DONE != 0 && self.queue.available() == 0 {
+            self.release_finished();
+        }
         Ok(())
+    }
+
+    /// The writer has completed and every byte is consumed: nothing more can arrive, so the last
+    /// segment, kept in case the writer's next flush grew it, goes (with its block) now rather
+    /// than when the reader is dropped.
+    #[cold]
+    fn release_finished(&mut self) {
+        self.queue.release_parked_tail();
     }
 
     /// Wait until at least one unconsumed byte is available, the writer completes, or the read is

@@ -49,6 +49,10 @@ pub(crate) trait Deliver: Send + Sync {
     /// refused them or failed): the caller publishes them all, and `deliver` sees to them.
     fn write_now(&mut self, bytes: &[u8], published: u64) -> Option<usize>;
 
+    /// Whether the other direction waits with nothing unconsumed (an idle connection): a write
+    /// buffer whose bytes all went out is then given back rather than kept for the next flush.
+    fn reader_idle(&self) -> bool;
+
     /// A flush published bytes: write what the destination takes now, without waiting.
     fn deliver(&mut self);
 

@@ -370,9 +370,15 @@ impl PipeWriter {
         self.queue.end_growth();
         buf.discard_front(n);
         if buf.is_empty() {
-            buf.rewind(self.seal_credits);
-            // Parked like a flushed buffer, so that an idle connection gives the block back.
-            self.park();
+            if sink.reader_idle() {
+                // The connection waits for its peer: it holds no block.
+                self.drop_buf();
+            } else {
+                buf.rewind(self.seal_credits);
+                // Parked like a flushed buffer, so that the reader gives the block back when it
+                // goes idle.
+                self.park();
+            }
         }
     }
 
