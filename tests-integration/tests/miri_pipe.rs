@@ -207,3 +207,100 @@ fn reader_completes_mid_stream_while_the_writer_is_paused() {
         "{stats:?}"
     );
 }
+
+/// A byte source that hands out at most a few bytes per read (a trickling peer), from a script.
+struct Trickle {
+    data: Vec<u8>,
+    at: usize,
+    step: u64,
+}
+
+impl std::io::Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.step = self
+            .step
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = ((self.step >> 33) % 97 + 1) as usize;
+        let n = n.min(buf.len()).min(self.data.len() - self.at);
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// A byte sink that takes at most a few bytes per write (a socket that refuses part of a write),
+/// shared with the test to read back what was written.
+#[derive(Clone, Default)]
+struct Partial {
+    written: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    step: u64,
+}
+
+impl std::io::Write for Partial {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.step = self.step.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let n = ((self.step >> 33) % 61 + 1) as usize;
+        let n = n.min(buf.len());
+        self.written.lock().unwrap().extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The inline connection's own paths, without a socket (so Miri runs them): a blocking
+/// connection over an in-memory `(reader, writer)` pair echoes length-delimited frames. Reads
+/// trickle in (frames span reads and the reader's blocks; its receive block is grown in place and
+/// read into again from its start), writes are taken in part (a flush writes straight from its
+/// block, and what the sink does not take goes through the output pipe), and small blocks make
+/// frames roll over blocks. Every frame comes back once, in order, and every block goes home.
+#[test]
+fn inline_connection_echo_over_trickling_reads_and_partial_writes() {
+    use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
+    use packetpipe::io::{blocking, ConnectionOptions};
+
+    let pool = small_pool();
+    let count = frames().min(if cfg!(miri) { 40 } else { 5_000 });
+    let mut request = Vec::new();
+    for i in 0..count {
+        let len = frame_len(i);
+        request.extend((len as u32).to_be_bytes());
+        request.extend(payload(i, len));
+    }
+    let sink = Partial::default();
+    let written = sink.written.clone();
+    let pipe = || {
+        PipeOptions::new()
+            .pool(pool.clone())
+            .min_segment_size(128)
+            .copy_threshold(32)
+    };
+    let options = ConnectionOptions::new().input(pipe()).output(pipe());
+    let source = Trickle {
+        data: request.clone(),
+        at: 0,
+        step: 7,
+    };
+    let (app, connection) = blocking::connection_with((source, sink), options);
+    let mut frames = Frames::new(app.reader, LengthDelimited::new());
+    let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
+    let mut echoed = 0;
+    for frame in frames.blocking_iter() {
+        out.send_blocking(frame.unwrap()).unwrap();
+        echoed += 1;
+    }
+    assert_eq!(echoed, count);
+    out.close_blocking().unwrap();
+    drop((frames, out));
+    let end = connection.wait().unwrap();
+    assert_eq!(end.received(), request.len() as u64);
+    assert_eq!(end.sent(), request.len() as u64);
+    assert!(
+        *written.lock().unwrap() == request,
+        "the echo differs from the request"
+    );
+    assert_eq!(pool.stats().outstanding, 0);
+}
