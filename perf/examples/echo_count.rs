@@ -8,7 +8,8 @@
 //! target/release/examples/echo_count client 127.0.0.1:7001 16 1 2000   # connections, outstanding, messages each
 //! ```
 //!
-//! `serve packetpipe` is `examples/echo_server.rs`; `serve forward` is tokio-util's `Framed` split
+//! `serve packetpipe` is `examples/echo_server.rs` (`serve packetpipe-keep`: the same on a
+//! connection that keeps its blocks while idle); `serve forward` is tokio-util's `Framed` split
 //! and forwarded (a burst of frames read at once goes out with one write, as packetpipe's
 //! `FrameWriter::forward` does), as in `examples/echo_load.rs`. Both run on a current-thread tokio
 //! runtime and print `listening on ADDR`. The client keeps `outstanding` 64-byte frames in flight
@@ -34,6 +35,21 @@ async fn serve_forward(socket: TcpStream) -> std::io::Result<()> {
     stream.map_ok(BytesMut::freeze).forward(sink).await
 }
 
+/// `examples/echo_server.rs`'s echo on a connection that keeps its blocks while idle
+/// (`ConnectionOptions::keep_blocks_idle`).
+async fn serve_keep(socket: TcpStream) -> Result<(), packetpipe::frame::FrameError> {
+    let _ = socket.set_nodelay(true);
+    let options = packetpipe::io::ConnectionOptions::new().keep_blocks_idle(true);
+    let (app, connection) = packetpipe::io::tokio::connection_with(socket, options);
+    let codec = packetpipe::frame::LengthDelimited::builder()
+        .max_frame_length(1 << 20)
+        .new_codec();
+    let (mut out, mut frames) =
+        packetpipe::frame::Framed::from_connection(app, connection, codec).split();
+    out.forward(&mut frames).await?;
+    out.close().await
+}
+
 async fn serve(kind: &str, addr: &str) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
     println!("listening on {}", listener.local_addr()?);
@@ -41,6 +57,7 @@ async fn serve(kind: &str, addr: &str) -> std::io::Result<()> {
         let (socket, _) = listener.accept().await?;
         match kind {
             "packetpipe" => drop(tokio::spawn(echo_server::serve(socket))),
+            "packetpipe-keep" => drop(tokio::spawn(serve_keep(socket))),
             _ => drop(tokio::spawn(serve_forward(socket))),
         }
     }
@@ -77,7 +94,7 @@ fn main() {
         .build()
         .expect("a runtime");
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["serve", kind @ ("packetpipe" | "forward"), addr] => {
+        ["serve", kind @ ("packetpipe" | "packetpipe-keep" | "forward"), addr] => {
             runtime.block_on(serve(kind, addr)).expect("serve");
         }
         ["client", addr, connections, outstanding, messages] => {
@@ -100,7 +117,7 @@ fn main() {
             println!("{echoed} messages echoed");
         }
         _ => {
-            eprintln!("usage: echo_count serve packetpipe|forward ADDR");
+            eprintln!("usage: echo_count serve packetpipe|packetpipe-keep|forward ADDR");
             eprintln!("       echo_count client ADDR CONNECTIONS OUTSTANDING MESSAGES");
             std::process::exit(2);
         }

@@ -128,7 +128,8 @@ pub(crate) fn connect(
     write: impl WriteSide,
     options: ConnectionOptions,
 ) -> (DuplexPipe, Connection) {
-    let mut reader = local_reader(options.input);
+    let keep = options.keep_blocks_idle;
+    let mut reader = local_reader(options.input, keep);
     let (mut writer, output) = pipe_with(options.output);
     let shared = Arc::new(Shared {
         output: Mutex::new(Output {
@@ -153,6 +154,7 @@ pub(crate) fn connect(
         shared: shared.clone(),
         received: 0,
         ended: false,
+        keep,
     }));
     writer.set_sink(Box::new(Outbound {
         shared: shared.clone(),
@@ -533,6 +535,8 @@ struct Inbound<R> {
     received: u64,
     /// The stream ended (or failed): the reader's input is completed.
     ended: bool,
+    /// The connection keeps its blocks while idle (`ConnectionOptions::keep_blocks_idle`).
+    keep: bool,
 }
 
 impl<R: ReadSide> Inbound<R> {
@@ -553,6 +557,9 @@ impl<R: ReadSide> Inbound<R> {
 
     /// Waiting on the stream: release what an idle connection need not hold.
     fn idle(&mut self, into: &mut Fill<'_>, idle: bool) {
+        if self.keep {
+            return;
+        }
         into.release_unused_buffer();
         if idle {
             self.shared.input_idle.store(true, Ordering::Relaxed);
@@ -582,7 +589,7 @@ impl<R: ReadSide> Refill for Inbound<R> {
             return Poll::Ready(());
         }
         loop {
-            let result = if R::BLOCKING && idle {
+            let result = if R::BLOCKING && idle && !self.keep {
                 SCRATCH_BUF.with(|scratch| {
                     let mut scratch = scratch.borrow_mut();
                     match self.read.poll_read(cx, &mut scratch) {

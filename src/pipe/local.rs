@@ -39,10 +39,12 @@ pub(crate) struct Local {
     flags: u64,
     pool: Pool,
     min_segment_size: usize,
+    /// The receive block stays while the reader waits (`ConnectionOptions::keep_blocks_idle`).
+    keep_idle: bool,
 }
 
 impl Local {
-    pub(crate) fn new(pool: Pool, min_segment_size: usize) -> Local {
+    pub(crate) fn new(pool: Pool, min_segment_size: usize, keep_idle: bool) -> Local {
         Local {
             packets: VecDeque::new(),
             consumed: 0,
@@ -53,6 +55,7 @@ impl Local {
             flags: 0,
             pool,
             min_segment_size,
+            keep_idle,
         }
     }
 
@@ -178,9 +181,13 @@ impl Local {
 
     /// The reader is about to wait: the receive block goes home (unless the reader keeps
     /// unconsumed bytes in it, which `replace_available` may move out first). Returns whether
-    /// the back packet may still grow, as the shared queue's does: never, once the block is gone.
+    /// the back packet may still grow, as the shared queue's does: never, once the block is gone;
+    /// while a kept block stays, it may (so the bytes are not moved out of it either).
     #[inline]
     pub(crate) fn release_parked_tail(&mut self) -> bool {
+        if self.keep_idle {
+            return self.buf.is_some();
+        }
         self.drop_buf();
         false
     }
@@ -313,10 +320,11 @@ impl Fill<'_> {
         self.local.drop_buf();
     }
 
-    /// Nothing unconsumed: the receive block goes home (the reader waits for its source).
+    /// Nothing unconsumed: the receive block goes home (the reader waits for its source),
+    /// unless the reader keeps it while idle.
     #[inline]
     pub(crate) fn release_unused_buffer(&mut self) {
-        if self.local.available == 0 {
+        if self.local.available == 0 && !self.local.keep_idle {
             self.local.drop_buf();
         }
     }

@@ -136,8 +136,8 @@ pub fn pipe() -> (PipeWriter, PipeReader) {
 
 /// A reader with no writer end, to read a source itself (`PipeReader::set_source`: an inline
 /// connection's input): the options' thresholds do not apply (nothing waits for it), its pool,
-/// segment size and copy threshold do.
-pub(crate) fn local_reader(options: PipeOptions) -> PipeReader {
+/// segment size and copy threshold do. `keep_idle`: it keeps its receive block while it waits.
+pub(crate) fn local_reader(options: PipeOptions, keep_idle: bool) -> PipeReader {
     let state = Arc::new(state::PipeState::new(
         options.pause_threshold,
         options.resume_threshold,
@@ -148,6 +148,7 @@ pub(crate) fn local_reader(options: PipeOptions) -> PipeReader {
         pool,
         options.copy_threshold,
         options.min_segment_size,
+        keep_idle,
     )
 }
 

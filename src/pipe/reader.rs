@@ -182,8 +182,9 @@ impl PipeReader {
         pool: Pool,
         copy_threshold: usize,
         min_segment_size: usize,
+        keep_idle: bool,
     ) -> PipeReader {
-        let local = Local::new(pool.clone(), min_segment_size);
+        let local = Local::new(pool.clone(), min_segment_size, keep_idle);
         PipeReader::with_input(Input::Local(local), state, pool, copy_threshold)
     }
 

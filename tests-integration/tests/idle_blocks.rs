@@ -57,8 +57,13 @@ mod forward {
 
     /// A length-delimited echo over `forward`, the README's server, on a pool of its own; the
     /// client sends `frames` frames in one write per round, reads every echo, and after each round
-    /// the server, waiting for the next request, holds no pooled block.
+    /// the server, waiting for the next request, holds no pooled block (or, keeping its blocks
+    /// while idle, its receive and its send block).
     fn echo_rounds(frames: usize) {
+        echo_rounds_with(frames, false);
+    }
+
+    fn echo_rounds_with(frames: usize, keep: bool) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -69,7 +74,8 @@ mod forward {
             let addr = listener.local_addr().unwrap();
             let options = ConnectionOptions::new()
                 .input(PipeOptions::new().pool(pool.clone()))
-                .output(PipeOptions::new().pool(pool.clone()));
+                .output(PipeOptions::new().pool(pool.clone()))
+                .keep_blocks_idle(keep);
             let server = tokio::spawn(async move {
                 let (socket, _) = listener.accept().await.unwrap();
                 let (app, connection) = packetpipe::io::tokio::connection_with(socket, options);
@@ -96,8 +102,9 @@ mod forward {
                 }
                 assert_eq!(
                     pool.stats().outstanding,
-                    0,
-                    "round {round} of {frames} frames: the waiting server holds a block"
+                    if keep { 2 } else { 0 },
+                    "round {round} of {frames} frames (blocks kept while idle: {keep}): the \
+                     waiting server's blocks"
                 );
             }
             drop(client);
@@ -114,5 +121,11 @@ mod forward {
     #[test]
     fn forward_over_framed_holds_no_block_while_waiting_after_a_burst() {
         echo_rounds(16);
+    }
+
+    #[test]
+    fn blocks_kept_while_idle_are_the_two_a_connection_uses_and_go_home_at_its_end() {
+        echo_rounds_with(1, true);
+        echo_rounds_with(16, true);
     }
 }
