@@ -24,6 +24,19 @@ impl Input {
         }
     }
 
+    /// [`refresh`](Self::refresh), then the consumed and the readable byte counts: a read's
+    /// whole look at its input in one dispatch.
+    #[inline]
+    pub(crate) fn refresh_counts(&mut self) -> (u64, u64, u64) {
+        match self {
+            Input::Shared(queue) => {
+                let flags = queue.refresh();
+                (flags, queue.consumed(), queue.available())
+            }
+            Input::Local(local) => (local.flags(), local.consumed(), local.available()),
+        }
+    }
+
     /// Bytes published so far (consumed or not), without making them readable.
     #[inline]
     pub(crate) fn published_bytes(&self) -> u64 {

@@ -123,7 +123,7 @@ impl Local {
 
     /// [`consume`](Self::consume) of a frame taken out of the front packet (the common case, kept
     /// small enough to inline).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn consume_in_front(&mut self, n: u64) {
         match self.packets.front_mut() {
             Some(front) if (front.len() as u64) > n => {

@@ -551,9 +551,9 @@ impl PipeReader {
                 .progress
                 .cancel_read
                 .swap(false, Ordering::SeqCst);
-        self.writer_flags = self.queue.refresh();
-        let available = self.queue.available();
-        let unseen = self.queue.consumed() + available > self.examined;
+        let (flags, consumed, available) = self.queue.refresh_counts();
+        self.writer_flags = flags;
+        let unseen = consumed + available > self.examined;
         let satisfied = canceled
             || match want {
                 Want::New => unseen,
@@ -572,7 +572,7 @@ impl PipeReader {
         if !(satisfied || done) {
             return None;
         }
-        if done && available == 0 {
+        if done {
             self.release_finished();
         }
         // A writer that failed reports its end through the error, once its bytes are read.
@@ -617,7 +617,7 @@ impl PipeReader {
         self.frames_taken = false;
         self.examined = start + examined as u64;
         self.note_examined(self.examined);
-        if self.writer_flags & DONE != 0 && self.queue.available() == 0 {
+        if self.writer_flags & DONE != 0 {
             self.release_finished();
         }
         Ok(())
@@ -627,8 +627,11 @@ impl PipeReader {
     /// segment, kept in case the writer's next flush grew it, goes (with its block) now rather
     /// than when the reader is dropped.
     #[cold]
+    #[inline(never)]
     fn release_finished(&mut self) {
-        self.queue.release_parked_tail();
+        if self.queue.available() == 0 {
+            self.queue.release_parked_tail();
+        }
     }
 
     /// Wait until at least one unconsumed byte is available, the writer completes, or the read is
