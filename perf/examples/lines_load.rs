@@ -26,6 +26,9 @@
 //! repeat; one unmeasured warm-up run each comes first. Prints each run, then the medians and the
 //! median ratios packetpipe / tokio-util of runs made back to back. `--only SERVER` makes one run
 //! of one server, for a profiler.
+//!
+//! `e2e_count.rs` includes this file for the servers and the client (`pub(crate)`), to count the
+//! servers' instructions under callgrind (`scripts/e2e_instructions.sh`).
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -63,7 +66,7 @@ impl Server {
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// packetpipe, one `Framed`: reply to each line, flush once no further line is ready.
-async fn packetpipe_loop(socket: TcpStream) -> Result<(), BoxError> {
+pub(crate) async fn packetpipe_loop(socket: TcpStream) -> Result<(), BoxError> {
     use packetpipe::frame::{Framed, Line, Lines};
     socket.set_nodelay(true)?;
     let mut framed = Framed::new(socket, Lines::new());
@@ -93,7 +96,7 @@ async fn packetpipe_forward(socket: TcpStream) -> Result<(), BoxError> {
 }
 
 /// tokio-util, one `Framed`: the same loop.
-async fn tokio_util_loop(socket: TcpStream) -> Result<(), BoxError> {
+pub(crate) async fn tokio_util_loop(socket: TcpStream) -> Result<(), BoxError> {
     use tokio_util::codec::{Framed, LinesCodec};
     socket.set_nodelay(true)?;
     let mut framed = Framed::new(socket, LinesCodec::new());
@@ -195,7 +198,7 @@ fn requests(connection: usize, options: &Options) -> Vec<u8> {
 }
 
 /// One client connection: a batch out, its replies in and checked, until all are answered.
-async fn client(
+pub(crate) async fn client(
     addr: SocketAddr,
     requests: &[u8],
     line: usize,

@@ -18,6 +18,9 @@
 //!   `FrameWriter::send_blocking` of each frame (no thread of the connection's own);
 //! - `std`: `BufReader` + `read_exact` of header and payload, `BufWriter` + `write_all` +
 //!   `flush`.
+//!
+//! `e2e_count.rs` includes this file for the two servers (`pub(crate)`), to count their
+//! instructions under callgrind (`scripts/e2e_instructions.sh`).
 
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -35,7 +38,7 @@ fn cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn serve_packetpipe(tcp: TcpStream) -> Result<(), BoxError> {
+pub(crate) fn serve_packetpipe(tcp: TcpStream) -> Result<(), BoxError> {
     let (app, connection) = packetpipe::io::blocking::connection(tcp);
     let mut frames = Frames::new(app.reader, LengthDelimited::new());
     let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
@@ -47,7 +50,7 @@ fn serve_packetpipe(tcp: TcpStream) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn serve_std(tcp: TcpStream) -> Result<(), BoxError> {
+pub(crate) fn serve_std(tcp: TcpStream) -> Result<(), BoxError> {
     let mut reader = BufReader::new(&tcp);
     let mut writer = BufWriter::new(&tcp);
     let mut header = [0u8; 4];

@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# End-to-end guard on whole servers: user-space instructions per message of packetpipe's servers
+# under valgrind's callgrind, each beside its peer (the same server on tokio-util or std) measured
+# in the same run, compared with the committed budget (scripts/e2e_budget.txt). The part guard
+# (scripts/instructions.sh) holds each hot path to its budget; this one holds the whole, so a
+# regression spread thin over parts, or in the glue between them, cannot creep in.
+#
+#   bash scripts/e2e_instructions.sh            # measure, print the table, fail on a rise over 5%
+#   bash scripts/e2e_instructions.sh --update   # measure and rewrite the budget file
+#
+# Cases (packetpipe against its peer):
+#   echo-16x1     echo, 16 connections, 1 frame of 64 bytes outstanding on each:
+#                 examples/echo_server.rs against tokio-util `Framed` + `forward`
+#                 (perf/examples/echo_count.rs, as scripts/echo_instructions.sh);
+#   echo-16x16    the same with 16 frames outstanding on each connection;
+#   rpc-32        blocking length-prefixed RPC, one connection, 32-byte payloads: the blocking
+#                 connection against std `BufReader`/`BufWriter` (perf/examples/rpc_blocking.rs's
+#                 servers, run by perf/examples/e2e_count.rs);
+#   resp-get-P16  `redis-benchmark -t get -P 16 -c 4`: examples/resp_server.rs (the inline
+#                 transport, tokio's epoll reactor) against perf/examples/resp_server_tokio_util.rs;
+#   lines-4x64    line servers, 4 connections sending 32-byte lines in batches of 64: the `loop`
+#                 shape of perf/examples/lines_load.rs, packetpipe `Framed` + `Lines` against
+#                 tokio-util `Framed` + `LinesCodec` (run by perf/examples/e2e_count.rs).
+#
+# How: each server runs alone in a process under callgrind (whole process, every thread; start-up
+# included), its client natively in another process (the client's instructions are not counted),
+# over loopback, once with N and once with 3N messages per connection; instructions per message
+# are (count(3N) - count(N)) / (2N x connections), which cancels start-up, accepting and teardown.
+# The servers that serve until killed get SIGTERM once their client has its last reply, and
+# callgrind reports the count at the signal. Kernel work (the system calls) is not counted.
+#
+# Counts do not depend on the machine's load as long as the client keeps up: under valgrind a
+# server is ~50x slower than its native client, so each wake of a server finds the same batch
+# of requests waiting (every connection's next frame, a whole pipelined batch) run after run. Run
+# to run they agree within 0.3% (the peers' within 1%), also at a load average of 6 on 2 cores. They do depend on the build (rustc, the dependencies in Cargo.lock), on the CPU (glibc
+# picks its memcpy by the CPU's features) and on valgrind's slowdown (how requests batch): compare
+# a run's two servers, or runs of one build on one kind of machine at these settings. A deliberate
+# rise: run with --update and commit the new budget together with the change, saying why in the
+# commit message. The peers' counts are in the budget too, so that the ratio is on record; they are
+# printed with their change and never fail the guard.
+#
+# Takes about 80 s on a 2-core machine (20 runs under callgrind, 2-12 s each), after building
+# packetpipe and the four programs: about a minute after .ci/run's "benches build" step, a few
+# minutes from nothing.
+set -euo pipefail
+shopt -s inherit_errexit # a failed client inside $(count ...) stops the script
+cd "$(dirname "$0")/.."
+
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install -y valgrind)" >&2; exit 2; }
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark is not installed (apt-get install -y redis-tools)" >&2; exit 2; }
+# As .ci/run sets it (glibc's rep-movsb threshold makes 4-64 KiB memcpy ~40x slow on these AMD
+# machines): it picks memcpy's code path, so the counts depend on it.
+export GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000
+
+budget_file=scripts/e2e_budget.txt
+tolerance_percent=5
+update=0
+case "${1:-}" in
+    --update) update=1 ;;
+    "") ;;
+    *) echo "usage: bash scripts/e2e_instructions.sh [--update]" >&2; exit 2 ;;
+esac
+all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64"
+# E2E_CASES="rpc-32 lines-4x64": measure and check those only (to look into one; not with --update).
+cases=${E2E_CASES:-$all_cases}
+if ((update)) && [[ $cases != "$all_cases" ]]; then
+    echo "--update measures every case: unset E2E_CASES" >&2
+    exit 2
+fi
+
+# One build of all four programs, so that packetpipe's examples and the peers link the same
+# dependencies built with the same features: the bench profile (release's, with line tables) over
+# the whole workspace, as `cargo bench --workspace` builds, so that after .ci/run's "benches build"
+# step only packetpipe and these programs are compiled. (The bench profile's output is under
+# target/release.) One codegen unit for packetpipe and the programs: with 16 (the default), how
+# the generic code instantiated in a program (tokio-util's `Framed` as much as packetpipe's) is
+# split into units, and so inlined, changes with any change to packetpipe, and moved the peers'
+# unchanged servers by up to 4% between two commits of packetpipe; with one unit, 0.2%.
+cargo build -q --profile bench --workspace --features packetpipe/tokio \
+    --config 'profile.bench.package.packetpipe.codegen-units=1' \
+    --config 'profile.bench.package.packetpipe-perf.codegen-units=1' \
+    --example resp_server --example resp_server_tokio_util --example echo_count --example e2e_count
+bin=${CARGO_TARGET_DIR:-target}/release/examples
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+declare -A messages=( # N, per connection (redis-benchmark: in all)
+    [echo-16x1]=3000 [echo-16x16]=12000 [rpc-32]=20000 [resp-get-P16]=128000 [lines-4x64]=20480)
+declare -A connections=([echo-16x1]=16 [echo-16x16]=16 [rpc-32]=1 [resp-get-P16]=1 [lines-4x64]=4)
+declare -A peer_name=([echo-16x1]="tokio-util forward" [echo-16x16]="tokio-util forward"
+    [rpc-32]="std BufReader/BufWriter" [resp-get-P16]="tokio-util Framed" [lines-4x64]="tokio-util LinesCodec")
+
+server_command() { # case side -> the server's command line, less its address
+    case "$1/$2" in
+        echo-*/packetpipe) echo "$bin/echo_count serve packetpipe" ;;
+        echo-*/peer) echo "$bin/echo_count serve forward" ;;
+        rpc-*/packetpipe) echo "$bin/e2e_count serve rpc-packetpipe" ;;
+        rpc-*/peer) echo "$bin/e2e_count serve rpc-std" ;;
+        resp-*/packetpipe) echo "$bin/resp_server" ;;
+        resp-*/peer) echo "$bin/resp_server_tokio_util" ;;
+        lines-*/packetpipe) echo "$bin/e2e_count serve lines-packetpipe" ;;
+        lines-*/peer) echo "$bin/e2e_count serve lines-tokio-util" ;;
+    esac
+}
+
+client() { # case address messages: load the server, return once every reply is in
+    local addr=$2 m=$3
+    # A bound on each client: a server that stops answering fails the script instead of hanging it.
+    case "$1" in
+        echo-16x1) timeout 300 "$bin/echo_count" client "$addr" 16 1 "$m" ;;
+        echo-16x16) timeout 300 "$bin/echo_count" client "$addr" 16 16 "$m" ;;
+        rpc-32) timeout 300 "$bin/e2e_count" rpc "$addr" "$m" 32 ;;
+        resp-get-P16)
+            # redis-benchmark can end without having made its requests (its summary line is missing).
+            if ! timeout 300 redis-benchmark -h 127.0.0.1 -p "${addr##*:}" -n "$m" -t get -P 16 -c 4 -q \
+                >"$log/bench" 2>&1 || ! grep -q 'GET: .*requests per second' "$log/bench"; then
+                cat "$log/bench" >&2
+                return 1
+            fi ;;
+        lines-4x64) timeout 300 "$bin/e2e_count" lines "$addr" 4 "$m" 64 32 ;;
+    esac >/dev/null
+}
+
+count() { # case side messages -> instructions of the server process (runs in a subshell)
+    local name=$1 side=$2 m=$3 addr server out
+    # A file of this run's own: a previous run's "listening on" line would name its address.
+    out=$(mktemp "$log/server.XXXXXX")
+    # shellcheck disable=SC2046 # the command line is split on purpose
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null $(server_command "$name" "$side") \
+        127.0.0.1:0 >"$out" 2>&1 &
+    server=$!
+    # Whatever way this subshell ends, the server does not outlive it.
+    # shellcheck disable=SC2064 # the PID expanded now: $server is local
+    trap "kill $server 2>/dev/null" EXIT
+    # Up to two minutes: valgrind's start on a loaded machine can take long.
+    for _ in $(seq 1200); do
+        grep -q listening "$out" && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.1
+    done
+    addr=$(sed -n 's/^listening on \([0-9.:]*\).*/\1/p' "$out")
+    if [[ -z "$addr" ]]; then
+        echo "$name: the $side server did not start:" >&2
+        cat "$out" >&2
+        exit 1
+    fi
+    client "$name" "$addr" "$m" || {
+        echo "$name: the client against the $side server failed; the server said:" >&2
+        cat "$out" >&2
+        exit 1
+    }
+    # The blocking RPC server exits once its connection ends; the others serve until killed.
+    [[ $name == rpc-* ]] || kill -TERM "$server"
+    wait "$server" 2>/dev/null || true
+    trap - EXIT
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out"
+}
+
+declare -A measured
+start=$SECONDS
+for name in $cases; do
+    case_start=$SECONDS
+    m=${messages[$name]}
+    for side in packetpipe peer; do
+        low=$(count "$name" "$side" "$m")
+        high=$(count "$name" "$side" $((3 * m)))
+        [[ -n $low && -n $high ]] || { echo "$name: no count from callgrind for the $side server" >&2; exit 1; }
+        measured[$name/$side]=$(((high - low) / (2 * m * ${connections[$name]})))
+    done
+    echo "measured $name in $((SECONDS - case_start)) s"
+done
+echo "all measured in $((SECONDS - start)) s"
+
+if ((update)); then
+    {
+        echo "# User-space instructions per message of whole servers under callgrind, packetpipe's and its"
+        echo "# peer's (scripts/e2e_instructions.sh); only packetpipe's count is held to the budget."
+        echo "# Measured with: $(rustc --version), valgrind $(valgrind --version | sed 's/valgrind-//'),"
+        echo "# $(redis-benchmark --version | cut -d' ' -f1-2)."
+        echo "# case packetpipe peer"
+        for name in $cases; do
+            echo "$name ${measured[$name/packetpipe]} ${measured[$name/peer]}"
+        done
+    } >"$budget_file"
+    echo "budget written to $budget_file"
+fi
+
+change() { # now then -> the change in percent, or "-" without a budget
+    [[ -n $2 ]] || { echo "-"; return; }
+    awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", (a - b) / b * 100 }'
+}
+
+echo
+for name in $cases; do
+    printf '%-14s peer: %s\n' "$name" "${peer_name[$name]}"
+done
+echo
+failed=0
+row='%-14s %11s %9s %7s %9s %8s %12s %12s%s\n'
+# shellcheck disable=SC2059 # the format is the row's
+printf "$row" case packetpipe peer ratio budget change "peer budget" "peer change" ""
+for name in $cases; do
+    ours=${measured[$name/packetpipe]} theirs=${measured[$name/peer]}
+    read -r budget peer_budget < <(awk -v c="$name" '$1 == c { print $2, $3 }' "$budget_file" 2>/dev/null || true) || true
+    ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
+    flag=""
+    if [[ -z ${budget:-} ]]; then
+        flag="  NO BUDGET"
+        failed=1
+    elif ((ours * 100 > budget * (100 + tolerance_percent))); then
+        flag="  OVER BUDGET"
+        failed=1
+    fi
+    # shellcheck disable=SC2059
+    printf "$row" "$name" "$ours" "$theirs" "$ratio" "${budget:--}" "$(change "$ours" "${budget:-}")" \
+        "${peer_budget:--}" "$(change "$theirs" "${peer_budget:-}")" "$flag"
+done
+echo "(instructions per message; ratio = packetpipe / peer; the peers' changes are for information)"
+if ((failed)); then
+    echo "end-to-end guard failed: a packetpipe server rose more than ${tolerance_percent}% over its budget (or has none);"
+    echo "if the rise is deliberate, run 'bash scripts/e2e_instructions.sh --update' and commit the budget with the reason"
+    exit 1
+fi
+echo "end-to-end guard: every packetpipe server within ${tolerance_percent}% of its budget"
