@@ -26,8 +26,11 @@ trap 'rm -rf "$log"' EXIT
 count() { # kind messages -> instructions of the server process (runs in a subshell)
     local kind=$1 m=$2 addr server
     # Port 0: the server picks a free port and prints it.
+    # Emptied here, before the server starts: its own redirection runs in the background, and
+    # the wait below could otherwise read the previous run's address.
+    : >"$log/server"
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$exe" serve "$kind" 127.0.0.1:0 \
-        >"$log/server" 2>&1 &
+        >>"$log/server" 2>&1 &
     server=$!
     # The server never exits by itself: stop it however this subshell ends.
     trap "kill $server 2>/dev/null" EXIT # the PID expanded now: \$server is local

@@ -17,8 +17,11 @@ port=6450
 count() { # requests binary args... -> instructions of the server process
     local m=$1; shift
     port=$((port + 1))
+    # Emptied before the server starts (its redirection runs in the background): the wait below
+    # must not read the previous run's output.
+    : >"$log/server"
     GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000 valgrind --tool=callgrind \
-        --callgrind-out-file=/dev/null "$@" 127.0.0.1:$port >"$log/server" 2>&1 &
+        --callgrind-out-file=/dev/null "$@" 127.0.0.1:$port >>"$log/server" 2>&1 &
     local server=$!
     for _ in $(seq 300); do grep -q listening "$log/server" && break; sleep 0.1; done
     # shellcheck disable=SC2086 # the benchmark's arguments are split on purpose
