@@ -15,17 +15,8 @@ pub(crate) enum Input {
 }
 
 impl Input {
-    /// Make newly published bytes readable; the writer's flags (`DONE`, `FAILED`).
-    #[inline]
-    pub(crate) fn refresh(&mut self) -> u64 {
-        match self {
-            Input::Shared(queue) => queue.refresh(),
-            Input::Local(local) => local.flags(),
-        }
-    }
-
-    /// [`refresh`](Self::refresh), then the consumed and the readable byte counts: a read's
-    /// whole look at its input in one dispatch.
+    /// Make newly published bytes readable: the writer's flags (`DONE`, `FAILED`), then the
+    /// consumed and the readable byte counts, a read's whole look at its input in one dispatch.
     #[inline]
     pub(crate) fn refresh_counts(&mut self) -> (u64, u64, u64) {
         match self {

@@ -23,9 +23,7 @@ mod kit;
 use kit::rng::env_u64 as env;
 use kit::soak;
 
-use packetpipe::io::{join, tokio::connection_with, ConnectionOptions};
-use packetpipe::pipe::PipeOptions;
-use packetpipe::Pool;
+use packetpipe::io::{join, tokio::connection_with};
 
 #[test]
 #[cfg_attr(
@@ -37,17 +35,8 @@ fn soak_many_connections_on_one_runtime_thread() {
     let conns = env("SOAK_EPOLL_CONNS", 128);
     let seed = soak::seed();
     eprintln!("soak over epoll: {secs} s, {conns} connections at once, SOAK_SEED={seed}");
-    let pool = Pool::builder()
-        .max_class_size(128 * 1024)
-        .build()
-        .expect("pool");
-    let pipe = || {
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(64 * 1024)
-            .resume_threshold(16 * 1024)
-    };
-    let options = ConnectionOptions::new().input(pipe()).output(pipe());
+    let pool = soak::pool();
+    let options = soak::connection_options(&pool);
     let live = Arc::new(AtomicU64::new(0));
     let (stop_tx, stop) = tokio::sync::oneshot::channel::<()>();
     let (started_tx, started) = std::sync::mpsc::channel();

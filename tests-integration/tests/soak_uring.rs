@@ -22,9 +22,6 @@ use kit::rng::env_u64 as env;
 use kit::soak;
 
 use packetpipe::io::uring::{Driver, DriverStats};
-use packetpipe::io::ConnectionOptions;
-use packetpipe::pipe::PipeOptions;
-use packetpipe::Pool;
 
 #[test]
 #[cfg_attr(
@@ -36,21 +33,11 @@ fn soak_many_connections_on_one_driver() {
     let conns = env("SOAK_URING_CONNS", 128);
     let seed = soak::seed();
     eprintln!("soak over io_uring: {secs} s, {conns} connections at once, SOAK_SEED={seed}");
-    let pool = Pool::builder()
-        .max_class_size(128 * 1024)
-        .build()
-        .expect("pool");
-    // Small thresholds: a slow reader pauses the connection's receive soon.
-    let pipe = || {
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(64 * 1024)
-            .resume_threshold(16 * 1024)
-    };
+    let pool = soak::pool();
     let builder = Driver::builder()
         .buffers(env("SOAK_URING_BUFFERS", 64) as u16)
         .buffer_size(env("SOAK_URING_BUFFER_SIZE", 4096) as usize)
-        .connection_options(ConnectionOptions::new().input(pipe()).output(pipe()));
+        .connection_options(soak::connection_options(&pool));
     // The driver is not `Send`: built on its own thread, which reports back.
     let (started_tx, started) = std::sync::mpsc::channel();
     let server = std::thread::spawn(move || -> Option<(DriverStats, usize)> {

@@ -22,11 +22,34 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use packetpipe::io::DuplexPipe;
+use packetpipe::io::{ConnectionOptions, DuplexPipe};
+use packetpipe::pipe::PipeOptions;
+use packetpipe::Pool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::rng::XorShiftStar as Rng;
+
+/// The soaks' pool: blocks up to 128 KiB pooled, larger ones (a 256 KiB message read at once)
+/// plain allocations.
+pub fn pool() -> Pool {
+    Pool::builder()
+        .max_class_size(128 * 1024)
+        .build()
+        .expect("pool")
+}
+
+/// Both pipes of a soaked connection on `pool`, with small thresholds: a slow reader pauses the
+/// connection soon.
+pub fn connection_options(pool: &Pool) -> ConnectionOptions {
+    let pipe = || {
+        PipeOptions::new()
+            .pool(pool.clone())
+            .pause_threshold(64 * 1024)
+            .resume_threshold(16 * 1024)
+    };
+    ConnectionOptions::new().input(pipe()).output(pipe())
+}
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
