@@ -51,14 +51,15 @@
 //!
 //! Two transports move the bytes:
 //!
-//! - **Inline** (the default): when the application's reader has nothing beyond its examined
-//!   point, its read reads the stream itself, straight into the input pipe's pooled block, in the
-//!   same poll or call; a flush that publishes bytes writes them to the stream with vectored
-//!   writes in the same call, keeping only what the stream did not take. The [`Connection`]
-//!   future writes those (woken by the stream's write readiness) and shuts the write side down if
-//!   the flush could not; while the socket keeps up it does nothing. Choose it when the
-//!   application reads and writes the connection from one task or one thread: nothing sits
-//!   between the socket and the parser, and no wake passes between them.
+//! - **Inline** (the default): the application's ends own the connection's blocks. When the
+//!   reader has nothing beyond its examined point, its read reads the stream itself, straight into
+//!   its own pooled receive block, in the same poll or call, and sees the bytes at once; a flush
+//!   writes the staged bytes to the stream straight from the writer's block in the same call,
+//!   keeping only what the stream did not take (in the output pipe). The [`Connection`] future
+//!   writes those (woken by the stream's write readiness) and shuts the write side down if the
+//!   flush could not; while the socket keeps up it does nothing. Choose it when the application
+//!   reads and writes the connection from one task or one thread: nothing sits between the socket
+//!   and the parser, no wake passes between them, and no cross-thread protocol runs per message.
 //! - **Pumped** ([`ConnectionOptions::pumped`], async flavors): the [`Connection`] future runs
 //!   a fill pump (stream -> input pipe) and a drain pump (output pipe -> stream). Choose it when
 //!   the socket is served on one thread or task and parsed on another: the pipes' cross-thread

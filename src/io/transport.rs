@@ -1,17 +1,20 @@
 //! The inline transport: the application's pipe ends move the bytes themselves.
 //!
-//! - Input: the application's [`PipeReader`] carries an [`Inbound`] (its `Refill`): a read that
-//!   finds nothing beyond its examined point reads the stream into the input pipe's writer, which
-//!   the `Inbound` owns, and sees the bytes in the same poll or call. Readiness first, then a
-//!   block: a stream that can say when it is readable is asked first, so a connection waiting
-//!   for its peer holds no pooled block; a blocking stream is read into a per-thread scratch
-//!   while the application holds no byte, for the same reason.
+//! - Input: the application's [`PipeReader`] reads its own segments (no input pipe) and carries
+//!   an [`Inbound`] (its `Refill`): a read that finds nothing beyond its examined point reads the
+//!   stream into the reader's receive block (`pipe::Fill`) and sees the bytes in the same poll or
+//!   call. Readiness first, then a block: a stream that can say when it is readable is asked
+//!   first, so a connection waiting for its peer holds no pooled block; a blocking stream is read
+//!   into a per-thread scratch while the application holds no byte, for the same reason (unless
+//!   the connection keeps its blocks while idle).
 //! - Output: the application's [`PipeWriter`] carries an [`Outbound`] (its `Deliver`): a flush
-//!   that publishes bytes writes them to the stream at once, with vectored writes of the
-//!   segments, and keeps only what the stream did not take; those (and the write side's
-//!   shutdown, if the stream cannot do it at once) are left to the connection's future, which
-//!   the stream's write readiness wakes. Backpressure stays the output pipe's: a flush waits
-//!   while the untaken bytes reach its pause threshold.
+//!   with nothing published still unwritten writes the staged bytes straight from the writer's
+//!   block (`write_now`); otherwise, and for what the stream did not take, the flush publishes
+//!   into the output pipe and its segments are written at once with vectored writes; what the
+//!   stream still did not take (and the write side's shutdown, if the stream cannot do it at
+//!   once) is left to the connection's future, which the stream's write readiness wakes.
+//!   Backpressure stays the output pipe's: a flush waits while the untaken bytes reach its pause
+//!   threshold.
 //!
 //! The stream's two halves (one flavor's [`ReadSide`] and [`WriteSide`]) are the only things a
 //! flavor supplies. The output half and the output pipe's reader sit behind one mutex, taken by

@@ -737,7 +737,7 @@ impl Driver {
         slot.conn.as_deref_mut()
     }
 
-    /// A receive completion: bytes into the input pipe, or the receive's end.
+    /// A receive completion: bytes into the connection's input pipe, or the receive's end.
     fn received(&mut self, data: u64, res: i32, flags: u32, more: bool) {
         let key = key_of(data);
         let packet = match (res, cqueue::buffer_select(flags)) {
