@@ -10,8 +10,9 @@ use crate::packet::Packet;
 pub(crate) enum Input {
     /// Published by a [`PipeWriter`](super::PipeWriter), possibly on another thread.
     Shared(Consumer),
-    /// Read by the reader itself from its source (an inline connection).
-    Local(Local),
+    /// Read by the reader itself from its source (an inline connection). Boxed: the readers of
+    /// shared pipes (two per io_uring connection, say) stay the size of the queue's consumer.
+    Local(Box<Local>),
 }
 
 impl Input {

@@ -185,7 +185,7 @@ impl PipeReader {
         keep_idle: bool,
     ) -> PipeReader {
         let local = Local::new(pool.clone(), min_segment_size, keep_idle);
-        PipeReader::with_input(Input::Local(local), state, pool, copy_threshold)
+        PipeReader::with_input(Input::Local(Box::new(local)), state, pool, copy_threshold)
     }
 
     fn with_input(
