@@ -131,8 +131,7 @@ pub(crate) fn connect(
     write: impl WriteSide,
     options: ConnectionOptions,
 ) -> (DuplexPipe, Connection) {
-    let keep = options.keep_blocks_idle;
-    let mut reader = local_reader(options.input, keep);
+    let mut reader = local_reader(options.input, options.keep_blocks_idle);
     let (mut writer, output) = pipe_with(options.output);
     let shared = Arc::new(Shared {
         output: Mutex::new(Output {
@@ -157,7 +156,6 @@ pub(crate) fn connect(
         shared: shared.clone(),
         received: 0,
         ended: false,
-        keep,
     }));
     writer.set_sink(Box::new(Outbound {
         shared: shared.clone(),
@@ -538,8 +536,6 @@ struct Inbound<R> {
     received: u64,
     /// The stream ended (or failed): the reader's input is completed.
     ended: bool,
-    /// The connection keeps its blocks while idle (`ConnectionOptions::keep_blocks_idle`).
-    keep: bool,
 }
 
 impl<R: ReadSide> Inbound<R> {
@@ -560,7 +556,7 @@ impl<R: ReadSide> Inbound<R> {
 
     /// Waiting on the stream: release what an idle connection need not hold.
     fn idle(&mut self, into: &mut Fill<'_>, idle: bool) {
-        if self.keep {
+        if into.keeps_blocks_idle() {
             return;
         }
         into.release_unused_buffer();
@@ -592,7 +588,7 @@ impl<R: ReadSide> Refill for Inbound<R> {
             return Poll::Ready(());
         }
         loop {
-            let result = if R::BLOCKING && idle && !self.keep {
+            let result = if R::BLOCKING && idle && !into.keeps_blocks_idle() {
                 SCRATCH_BUF.with(|scratch| {
                     let mut scratch = scratch.borrow_mut();
                     match self.read.poll_read(cx, &mut scratch) {

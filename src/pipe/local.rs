@@ -229,6 +229,13 @@ pub(crate) struct Fill<'a> {
 }
 
 impl Fill<'_> {
+    /// Whether the reader keeps its receive block while it waits
+    /// (`ConnectionOptions::keep_blocks_idle`): then the connection keeps its send block too.
+    #[inline]
+    pub(crate) fn keeps_blocks_idle(&self) -> bool {
+        self.local.keep_idle
+    }
+
     /// The size of the blocks a read rents.
     #[inline]
     pub(crate) fn min_segment_size(&self) -> usize {
