@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use packetpipe::io::uring::{Driver, DriverBuilder, DriverHandle, DriverStats};
+use packetpipe::io::uring::{Driver, DriverBuilder, DriverHandle, DriverStats, TaskRun};
 use packetpipe::io::{ConnectionOptions, DuplexPipe};
 use packetpipe::pipe::PipeOptions;
 use packetpipe::Pool;
@@ -38,11 +38,26 @@ fn builder(pool: &Pool) -> DriverBuilder {
     let options = ConnectionOptions::new()
         .input(PipeOptions::new().pool(pool.clone()))
         .output(PipeOptions::new().pool(pool.clone()));
-    let builder = Driver::builder().connection_options(options);
+    let builder = Driver::builder()
+        .connection_options(options)
+        .task_run(task_run_from_env());
     if std::env::var_os("PACKETPIPE_UNDER_VALGRIND").is_some() {
         builder.wait_timeout(Duration::from_millis(1))
     } else {
         builder
+    }
+}
+
+/// The task-run mode the tests ask for: `PACKETPIPE_URING_TASK_RUN` (`deferred`, `cooperative`
+/// or `interrupting`; CI runs this file once with each), else the default.
+fn task_run_from_env() -> TaskRun {
+    match std::env::var("PACKETPIPE_URING_TASK_RUN").as_deref() {
+        Ok("cooperative") => TaskRun::Cooperative,
+        Ok("interrupting") => TaskRun::Interrupting,
+        Ok("deferred") | Err(_) => TaskRun::Deferred,
+        Ok(other) => {
+            panic!("PACKETPIPE_URING_TASK_RUN={other}: deferred, cooperative or interrupting")
+        }
     }
 }
 
@@ -189,6 +204,46 @@ fn echo_with_receives_cut_at_random_points() {
 }
 
 #[test]
+fn every_task_run_mode_echoes_and_reports_itself() {
+    for mode in [
+        TaskRun::Deferred,
+        TaskRun::Cooperative,
+        TaskRun::Interrupting,
+    ] {
+        let pool = Pool::new();
+        let Some(server) = serve(builder(&pool).task_run(mode), echo) else {
+            return;
+        };
+        echo_client(server.addr, 64 << 10, 3, 1000);
+        let stats = server.stop();
+        // A kernel falls back to a later mode, never to an earlier one; this suite's kernels
+        // (Linux 6.1 and later) have every mode.
+        let rank = |m: TaskRun| {
+            [
+                TaskRun::Deferred,
+                TaskRun::Cooperative,
+                TaskRun::Interrupting,
+            ]
+            .iter()
+            .position(|&x| x == m)
+        };
+        assert!(
+            rank(stats.task_run) >= rank(mode),
+            "asked {mode:?}, got {stats:?}"
+        );
+        if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_some() {
+            assert_eq!(stats.task_run, mode, "{stats:?}");
+            assert!(
+                stats.incremental,
+                "the kernel has incremental consumption: {stats:?}"
+            );
+        }
+        assert_eq!(stats.accepted, 1);
+        assert_eq!(pool.stats().outstanding, 0);
+    }
+}
+
+#[test]
 fn echo_without_incremental_consumption() {
     let pool = Pool::new();
     let Some(server) = serve(builder(&pool).incremental(false), echo) else {
@@ -196,7 +251,8 @@ fn echo_without_incremental_consumption() {
     };
     let len = env_size("URING_ECHO_BYTES", 1 << 20);
     echo_client(server.addr, len, 99, 700);
-    server.stop();
+    let stats = server.stop();
+    assert!(!stats.incremental, "{stats:?}");
     assert_eq!(pool.stats().outstanding, 0);
 }
 

@@ -125,25 +125,41 @@ impl BufRing {
         Ok(ring)
     }
 
-    /// Register the ring as buffer group `group` of `uring`.
+    /// Register the ring as buffer group `group` of `uring`. A kernel without incremental
+    /// consumption (before Linux 6.12) refuses the flag with `EINVAL`: the ring is then
+    /// registered without it, and [`is_incremental`](Self::is_incremental) says so.
     pub(super) fn register(&mut self, uring: &IoUring) -> io::Result<()> {
-        let flags = if self.incremental {
-            IOU_PBUF_RING_INC
-        } else {
-            0
-        };
-        // SAFETY: `entries` is a page-aligned mapping of `count` entries that stays mapped until
-        // `unregister` has succeeded (rule 1; `Drop` unmaps only then).
-        unsafe {
-            uring.submitter().register_buf_ring_with_flags(
-                self.entries as u64,
-                self.count,
-                self.group,
-                flags,
-            )?;
+        loop {
+            let flags = if self.incremental {
+                IOU_PBUF_RING_INC
+            } else {
+                0
+            };
+            // SAFETY: `entries` is a page-aligned mapping of `count` entries that stays mapped
+            // until `unregister` has succeeded (rule 1; `Drop` unmaps only then).
+            let registered = unsafe {
+                uring.submitter().register_buf_ring_with_flags(
+                    self.entries as u64,
+                    self.count,
+                    self.group,
+                    flags,
+                )
+            };
+            match registered {
+                Ok(()) => break,
+                Err(e) if self.incremental && e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.incremental = false;
+                }
+                Err(e) => return Err(e),
+            }
         }
         self.registered = true;
         Ok(())
+    }
+
+    /// Whether the kernel consumes the buffers incrementally.
+    pub(super) fn is_incremental(&self) -> bool {
+        self.incremental
     }
 
     /// Take the ring back from the kernel: once this returns, the kernel writes into no offered

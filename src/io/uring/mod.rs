@@ -96,6 +96,7 @@ use crate::pipe::{pipe_with, PipeReader, PipeWriter};
 #[derive(Clone, Debug)]
 pub struct DriverBuilder {
     ring_entries: u32,
+    task_run: TaskRun,
     buffers: u16,
     buffer_size: usize,
     incremental: bool,
@@ -108,6 +109,7 @@ impl Default for DriverBuilder {
     fn default() -> DriverBuilder {
         DriverBuilder {
             ring_entries: 1024,
+            task_run: TaskRun::Deferred,
             buffers: 256,
             buffer_size: 16 * 1024,
             incremental: true,
@@ -142,10 +144,18 @@ impl DriverBuilder {
 
     /// Incremental buffer consumption (`IOU_PBUF_RING_INC`, Linux 6.12): the kernel packs
     /// consecutive receives into one buffer. Without it, the driver offers the rest of a buffer
-    /// again after each receive, which packs them too, at one ring entry per receive. Default on;
-    /// [`build`](Self::build) fails on kernels without it.
+    /// again after each receive, which packs them too, at one ring entry per receive. Default on
+    /// where the kernel has it (off where it does not: [`DriverStats::incremental`] says which).
     pub fn incremental(mut self, on: bool) -> Self {
         self.incremental = on;
+        self
+    }
+
+    /// How the kernel runs the ring's completion work: the most the driver asks for, falling
+    /// back to the next where the kernel lacks it ([`DriverStats::task_run`] says what it got).
+    /// Default [`TaskRun::Deferred`].
+    pub fn task_run(mut self, task_run: TaskRun) -> Self {
+        self.task_run = task_run;
         self
     }
 
@@ -178,10 +188,30 @@ impl DriverBuilder {
     }
 }
 
+/// How the kernel runs a ring's completion work (its "task work": posting a completion, moving
+/// received bytes), set up once per ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TaskRun {
+    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (Linux 6.1): the work waits
+    /// until the driver asks for completions, and runs in one batch inside that
+    /// `io_uring_enter`, never interrupting the driver while it serves connections.
+    #[default]
+    Deferred,
+    /// `IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG` (Linux 5.19): the work runs at the
+    /// driver's next system call, without an interrupt.
+    Cooperative,
+    /// The kernel's default: the work interrupts the driver's thread as it arrives.
+    Interrupting,
+}
+
 /// What a driver has done, for tests and monitoring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DriverStats {
+    /// How the ring runs its completion work (the best the kernel and the settings allow).
+    pub task_run: TaskRun,
+    /// Whether the receive buffers are consumed incrementally.
+    pub incremental: bool,
     /// Connections accepted.
     pub accepted: u64,
     /// Receive completions that carried bytes.
@@ -334,6 +364,39 @@ impl SendBuf {
     }
 }
 
+/// `io_uring_enter`'s flag asking for completions (`include/uapi/linux/io_uring.h`).
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
+/// Set up a ring of `entries` submissions (and four times as many completions) with the task-run
+/// mode `wanted`, or the best one below it that the kernel accepts (an older kernel refuses an
+/// unknown setup flag with `EINVAL`).
+fn build_ring(entries: u32, wanted: TaskRun) -> io::Result<(IoUring, TaskRun)> {
+    let mut mode = wanted;
+    loop {
+        let mut builder = IoUring::builder();
+        builder.setup_cqsize(entries.saturating_mul(4));
+        match mode {
+            TaskRun::Deferred => {
+                builder.setup_single_issuer().setup_defer_taskrun();
+            }
+            TaskRun::Cooperative => {
+                builder.setup_coop_taskrun().setup_taskrun_flag();
+            }
+            TaskRun::Interrupting => {}
+        }
+        match (builder.build(entries), mode) {
+            (Ok(ring), mode) => return Ok((ring, mode)),
+            (Err(e), TaskRun::Deferred) if e.raw_os_error() == Some(libc::EINVAL) => {
+                mode = TaskRun::Cooperative;
+            }
+            (Err(e), TaskRun::Cooperative) if e.raw_os_error() == Some(libc::EINVAL) => {
+                mode = TaskRun::Interrupting;
+            }
+            (Err(e), _) => return Err(e),
+        }
+    }
+}
+
 /// How long a turn waits before retrying the pool for a starving connection's buffer.
 const STARVED_RETRY: Duration = Duration::from_millis(1);
 
@@ -388,9 +451,7 @@ impl Driver {
     }
 
     fn with_builder(builder: DriverBuilder) -> io::Result<Driver> {
-        let ring = IoUring::builder()
-            .setup_cqsize(builder.ring_entries.saturating_mul(4))
-            .build(builder.ring_entries)?;
+        let (ring, task_run) = build_ring(builder.ring_entries, builder.task_run)?;
         let cq_entries = ring.params().cq_entries() as usize;
         let pool = builder.options.input.resolved_pool();
         let mut bufs = BufRing::new(
@@ -401,6 +462,7 @@ impl Driver {
             pool,
         )?;
         bufs.register(&ring)?;
+        let incremental = bufs.is_incremental();
         // SAFETY: `eventfd` takes no pointers; the result is checked before it is owned.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -433,7 +495,11 @@ impl Driver {
             options: builder.options,
             nodelay: builder.nodelay,
             wait_timeout: builder.wait_timeout,
-            stats: DriverStats::default(),
+            stats: DriverStats {
+                task_run,
+                incremental,
+                ..DriverStats::default()
+            },
         })
     }
 
@@ -539,7 +605,7 @@ impl Driver {
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(1, &args)
             }
-            _ => self.ring.submit_and_wait(want),
+            _ => self.enter(want),
         };
         self.wake.sleeping.store(false, Ordering::SeqCst);
         match result {
@@ -549,6 +615,23 @@ impl Driver {
             // The completion queue is full: reap first, submit on the next turn.
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Submit the queued entries and wait for `want` completions. Always with `GETEVENTS`: a ring
+    /// with deferred task work posts completions only inside such a call, so this is also what
+    /// brings a busy turn's completions in.
+    fn enter(&mut self, want: u32) -> io::Result<usize> {
+        let queued = self.ring.submission().len() as u32;
+        // SAFETY: no argument is passed (`None`), so the kernel reads no memory of ours beyond
+        // the rings the `IoUring` maps; the entries submitted were checked when pushed (`push`).
+        unsafe {
+            self.ring.submitter().enter::<libc::sigset_t>(
+                queued,
+                want,
+                IORING_ENTER_GETEVENTS,
+                None,
+            )
         }
     }
 
@@ -972,7 +1055,7 @@ impl Driver {
             result = self.push(cancel);
         }
         while result.is_ok() && self.in_flight > 0 {
-            if let Err(e) = self.ring.submit_and_wait(1) {
+            if let Err(e) = self.enter(1) {
                 if e.raw_os_error() != Some(libc::EINTR) {
                     result = Err(e);
                     break;
