@@ -10,6 +10,10 @@
 //! - **One system call per loop turn**: every submission of a turn (sends, re-armed receives,
 //!   cancellations) goes to the kernel in the `io_uring_enter` that also waits for the next
 //!   completions.
+//! - **Task work in batches**: the ring is set up for one issuer with deferred task work
+//!   ([`TaskRun::Deferred`]) where the kernel has it, so the kernel's completion work (posting
+//!   completions, moving received bytes into buffers) runs inside that wait, in one batch, instead
+//!   of interrupting the thread while it serves connections.
 //!
 //! Each accepted connection gives the application a [`DuplexPipe`], and `serve` (the closure
 //! given to [`Driver::run`]) turns it into a future that the driver polls on its own thread,
