@@ -239,7 +239,7 @@ impl Http {
             Err(_) => return Err(Status::BadRequest),
         };
         let http11 = request.version == Some(1);
-        let (mut close, mut announce, mut length, mut chunked) = (!http11, false, None, false);
+        let (mut close, mut announce, mut length, mut chunked) = (false, false, None, false);
         let (mut hosts, mut expect_continue) = (0, false);
         for header in request.headers.iter() {
             let name = header.name;
@@ -259,7 +259,7 @@ impl Http {
                     if token.eq_ignore_ascii_case(b"close") {
                         close = true;
                     } else if token.eq_ignore_ascii_case(b"keep-alive") && !http11 {
-                        (close, announce) = (false, true);
+                        announce = true;
                     }
                 }
             } else if name.eq_ignore_ascii_case("host") {
@@ -291,7 +291,8 @@ impl Http {
             "POST" => Route::Count,
             _ => Route::NotAllowed,
         };
-        let connection = match (close, announce) {
+        // `close` wins; HTTP/1.0 closes unless the client asked to keep the connection.
+        let connection = match (close || (!http11 && !announce), announce) {
             (true, _) => Connection::Close,
             (false, true) => Connection::KeepAliveAnnounced,
             (false, false) => Connection::KeepAlive,
