@@ -742,6 +742,17 @@ fn http_1_0_with_and_without_keep_alive() {
     client.send(b"GET / HTTP/1.0\r\n\r\n");
     client.expect(&response("200 OK", HELLO, "close"));
     client.expect_eof();
+    // `close` wins over `keep-alive`, in either order (RFC 9112, section 9.3).
+    for request in [
+        &b"GET / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n"[..],
+        b"GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+        b"GET / HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n",
+    ] {
+        let mut client = Client::connect(server.addr);
+        client.send(request);
+        client.expect(&response("200 OK", HELLO, "close"));
+        client.expect_eof();
+    }
 }
 
 #[test]
@@ -778,6 +789,29 @@ fn a_missing_or_repeated_host_gets_400() {
 fn a_head_over_the_limit_gets_431_though_the_client_sends_more() {
     let server = Server::start(small_limits());
     head_over_limit(server.addr, small_limits().max_head);
+    // A head of exactly the limit is served, one byte more is refused, whether it arrives whole
+    // or with the limit's worth first.
+    let exactly = |len: usize| {
+        let mut request = b"GET / HTTP/1.1\r\nHost: test\r\nX-Pad: ".to_vec();
+        request.resize(len - 4, b'p');
+        request.extend_from_slice(b"\r\n\r\n");
+        request
+    };
+    let max_head = small_limits().max_head;
+    let mut client = Client::connect(server.addr);
+    for split in [false, true] {
+        let request = exactly(max_head);
+        if split {
+            client.send(&request[..max_head - 1]);
+            thread::sleep(Duration::from_millis(5));
+        }
+        client.send(&request[usize::from(split) * (max_head - 1)..]);
+        client.expect(&hello());
+    }
+    let mut client = Client::connect(server.addr);
+    client.send(&exactly(max_head + 1)[..max_head]);
+    client.expect(&head_too_large());
+    client.expect_eof();
     // More than 64 header lines, within the size limit: 431; 64 of them: served.
     let server = Server::start(Limits::default());
     let with_headers = |n: usize| {
