@@ -191,13 +191,14 @@ fn post(path: &str, body: &[u8]) -> Vec<u8> {
     request
 }
 
-/// A chunked `POST`: each chunk with its size in hex (`;ext` extensions on odd chunks), a last
+/// A chunked `POST`: each chunk (empty ones left out) with its size in hex (`;ext` extensions on odd chunks), a last
 /// chunk, and `trailers` before the final blank line.
 fn post_chunked(path: &str, chunks: &[&[u8]], trailers: &str) -> Vec<u8> {
     let mut request =
         format!("POST {path} HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
             .into_bytes();
-    for (i, chunk) in chunks.iter().enumerate() {
+    // An empty chunk would be the last one: there are none.
+    for (i, chunk) in chunks.iter().filter(|c| !c.is_empty()).enumerate() {
         let size = match i % 2 {
             0 => format!("{:x}\r\n", chunk.len()),
             _ => format!("{:X};name=value;flag\r\n", chunk.len()),
@@ -590,6 +591,16 @@ fn expect_continue(addr: SocketAddr) {
     client.expect(CONTINUE);
     client.send(b"3\r\nabc\r\n0\r\n\r\n");
     client.expect(&echoed(b"abc"));
+    // Behind another request in the same write.
+    let mut requests = get("/");
+    requests.extend_from_slice(
+        b"POST /count HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    );
+    client.send(&requests);
+    client.expect(&hello());
+    client.expect(CONTINUE);
+    client.send(b"12345");
+    client.expect(&counted(5));
     // A body that came with its head needs no interim response.
     client.send(
         b"POST /echo HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi",
@@ -671,6 +682,44 @@ fn keep_alive_requests_on_one_connection() {
 fn a_hundred_pipelined_requests_answered_in_order() {
     let server = Server::start(Limits::default());
     pipelining(server.addr);
+}
+
+#[test]
+fn heads_and_chunk_lines_across_block_boundaries() {
+    let server = Server::start(Limits::default());
+    across_block_boundaries(server.addr);
+}
+
+fn across_block_boundaries(addr: SocketAddr) {
+    // Thousands of pipelined requests of lengths that step through every offset, so heads (parsed
+    // from a copy when they span segments), bodies and chunk-size lines straddle the receive
+    // blocks' ends at many places.
+    let mut client = Client::connect(addr);
+    let (mut requests, mut responses) = (Vec::new(), Vec::new());
+    for i in 0..6000 {
+        let pad = "p".repeat(i % 97);
+        let (request, reply) = match i % 3 {
+            0 => (
+                format!("GET / HTTP/1.1\r\nHost: test\r\nX-Pad: {pad}\r\n\r\n").into_bytes(),
+                hello(),
+            ),
+            1 => (post("/echo", pad.as_bytes()), echoed(pad.as_bytes())),
+            _ => {
+                let body = pattern(i % 89, i as u64);
+                let (a, b) = body.split_at(body.len() / 2);
+                (
+                    post_chunked("/echo", &[a, b], &format!("X-Pad: {pad}\r\n")),
+                    echoed(&body),
+                )
+            }
+        };
+        requests.extend_from_slice(&request);
+        responses.extend_from_slice(&reply);
+    }
+    let mut writer = client.stream.try_clone().unwrap();
+    let sending = thread::spawn(move || writer.write_all(&requests).unwrap());
+    client.expect(&responses);
+    sending.join().unwrap();
 }
 
 #[test]
@@ -1507,6 +1556,7 @@ fn the_io_uring_transport_serves_the_same() {
     };
     keep_alive(server.addr);
     pipelining(server.addr);
+    across_block_boundaries(server.addr);
     split_at_every_byte(server.addr);
     large_body(server.addr);
     chunked_bodies(server.addr);
