@@ -42,6 +42,10 @@ mod counting_alloc;
 #[path = "../../examples/echo_server.rs"]
 #[allow(dead_code)] // its `main`
 pub mod echo_server;
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+#[path = "uring_floor.rs"]
+#[allow(dead_code)] // its `main`
+mod uring_floor;
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -67,6 +71,9 @@ pub enum Server {
     /// `examples/echo_server.rs --transport uring`: [`echo_server::serve_pipes`] on the io_uring
     /// driver.
     PacketpipeUring,
+    /// The least an io_uring echo does (`uring_floor.rs`: no pipe, no codec, the received
+    /// buffer sent back), for the driver to be held against.
+    UringFloor,
     /// tokio-util, batching as packetpipe does: [`serve_forward`].
     TokioUtilForward,
     /// tokio-util, the common loop: [`serve_send`].
@@ -78,15 +85,17 @@ impl Server {
         match self {
             Server::Packetpipe => "packetpipe",
             Server::PacketpipeUring => "packetpipe io_uring",
+            Server::UringFloor => "io_uring floor",
             Server::TokioUtilForward => "`forward`",
             Server::TokioUtilSend => "`send`",
         }
     }
 }
 
-pub const SERVERS: [Server; 4] = [
+pub const SERVERS: [Server; 5] = [
     Server::Packetpipe,
     Server::PacketpipeUring,
+    Server::UringFloor,
     Server::TokioUtilForward,
     Server::TokioUtilSend,
 ];
@@ -181,7 +190,7 @@ enum Control {
     #[cfg(all(feature = "io-uring", target_os = "linux"))]
     Uring {
         stream: std::net::TcpStream,
-        handle: packetpipe::io::uring::DriverHandle,
+        stop: Box<dyn FnOnce() + Send>,
         thread: std::thread::JoinHandle<()>,
     },
 }
@@ -199,6 +208,9 @@ impl ServerThread {
     pub fn start(server: Server) -> Option<ServerThread> {
         if server == Server::PacketpipeUring {
             return Self::start_uring();
+        }
+        if server == Server::UringFloor {
+            return Self::start_floor();
         }
         let socket = TcpSocket::new_v4().expect("a socket");
         socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
@@ -227,7 +239,9 @@ impl ServerThread {
                             Server::Packetpipe => drop(tokio::spawn(echo_server::serve(stream))),
                             Server::TokioUtilForward => drop(tokio::spawn(serve_forward(stream))),
                             Server::TokioUtilSend => drop(tokio::spawn(serve_send(stream))),
-                            Server::PacketpipeUring => unreachable!("started by start_uring"),
+                            Server::PacketpipeUring | Server::UringFloor => {
+                                unreachable!("started by start_uring and start_floor")
+                            }
                         }
                     }
                 })
@@ -252,7 +266,14 @@ impl ServerThread {
         let thread = std::thread::Builder::new()
             .name("PacketpipeUring echo server".into())
             .spawn(move || {
-                let mut driver = match Driver::new() {
+                // `ECHO_LOAD_URING_TASK_RUN=cooperative|interrupting` measures the driver's
+                // fallback modes (default: deferred task work).
+                let task_run = match std::env::var("ECHO_LOAD_URING_TASK_RUN").as_deref() {
+                    Ok("cooperative") => packetpipe::io::uring::TaskRun::Cooperative,
+                    Ok("interrupting") => packetpipe::io::uring::TaskRun::Interrupting,
+                    _ => packetpipe::io::uring::TaskRun::Deferred,
+                };
+                let mut driver = match Driver::builder().task_run(task_run).build() {
                     Ok(driver) => driver,
                     Err(e) => {
                         eprintln!("io_uring is unavailable ({e}): no io_uring server");
@@ -281,8 +302,23 @@ impl ServerThread {
             })
             .unwrap();
         let (handle, tid) = listening.recv().expect("the server starts")?;
-        // The first connection the driver accepts is the control connection: connected, and
-        // answered once, before any client connects.
+        Some(Self::with_control_connection(
+            addr,
+            tid,
+            Box::new(move || handle.shutdown()),
+            thread,
+        ))
+    }
+
+    /// The first connection an io_uring server accepts is its control connection: connected,
+    /// and answered once, before any client connects.
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    fn with_control_connection(
+        addr: SocketAddr,
+        tid: u32,
+        stop: Box<dyn FnOnce() + Send>,
+        thread: std::thread::JoinHandle<()>,
+    ) -> ServerThread {
         let stream = std::net::TcpStream::connect(addr).expect("the control connection");
         stream.set_nodelay(true).unwrap();
         let server = ServerThread {
@@ -290,12 +326,46 @@ impl ServerThread {
             tid,
             control: Control::Uring {
                 stream,
-                handle,
+                stop,
                 thread,
             },
         };
         server.usage();
-        Some(server)
+        server
+    }
+
+    /// The io_uring floor (`uring_floor.rs`) on its own thread.
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    fn start_floor() -> Option<ServerThread> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (listening_tx, listening) = std::sync::mpsc::channel();
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("io_uring floor echo server".into())
+            .spawn(move || {
+                listening_tx.send(this_thread_id()).unwrap();
+                if let Err(e) = uring_floor::run(listener, stopped, true, || {
+                    usage_of_this_thread().to_bytes()
+                }) {
+                    eprintln!("the io_uring floor failed: {e}");
+                }
+            })
+            .unwrap();
+        let tid = listening.recv().expect("the floor starts");
+        Some(Self::with_control_connection(
+            addr,
+            tid,
+            Box::new(move || stop.store(true, Ordering::Relaxed)),
+            thread,
+        ))
+    }
+
+    #[cfg(not(all(feature = "io-uring", target_os = "linux")))]
+    fn start_floor() -> Option<ServerThread> {
+        None
     }
 
     #[cfg(not(all(feature = "io-uring", target_os = "linux")))]
@@ -332,8 +402,8 @@ impl ServerThread {
         match self.control {
             Control::Tokio(_) => {}
             #[cfg(all(feature = "io-uring", target_os = "linux"))]
-            Control::Uring { handle, thread, .. } => {
-                handle.shutdown();
+            Control::Uring { stop, thread, .. } => {
+                stop();
                 thread.join().expect("the io_uring server thread");
             }
         }
@@ -685,10 +755,14 @@ fn main() {
     let baseline = index(Server::TokioUtilForward).expect("the `forward` server runs");
     let send = index(Server::TokioUtilSend).expect("the `send` server runs");
     // The packetpipe servers, each compared with tokio-util's two.
-    let ours: Vec<usize> = [Server::Packetpipe, Server::PacketpipeUring]
-        .into_iter()
-        .filter_map(index)
-        .collect();
+    let ours: Vec<usize> = [
+        Server::Packetpipe,
+        Server::PacketpipeUring,
+        Server::UringFloor,
+    ]
+    .into_iter()
+    .filter_map(index)
+    .collect();
     let labels = servers
         .iter()
         .map(|(server, _)| server.label())
@@ -714,6 +788,12 @@ fn main() {
     align += "---:|";
     for &i in &ours {
         header += &format!(" CPU {} / `forward` |", servers[i].0.label());
+        align += "---:|";
+    }
+    let floor = index(Server::UringFloor);
+    let uring = index(Server::PacketpipeUring);
+    if floor.is_some() && uring.is_some() {
+        header += " CPU packetpipe io_uring / io_uring floor |";
         align += "---:|";
     }
     header += &format!(" msg/s {labels} | allocations/msg {labels} |");
@@ -757,6 +837,9 @@ fn main() {
         row += &format!(" {} |", all(cpu, 2));
         for &i in &ours {
             row += &format!(" {} |", ratio(i, baseline, cpu));
+        }
+        if let (Some(floor), Some(uring)) = (floor, uring) {
+            row += &format!(" {} |", ratio(uring, floor, cpu));
         }
         row += &format!(" {} | {} |", all(rate, 0), all(allocs, 3));
         if options.syscalls {
