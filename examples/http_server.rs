@@ -244,7 +244,7 @@ impl Http {
         for header in request.headers.iter() {
             let name = header.name;
             if name.eq_ignore_ascii_case("content-length") {
-                let n = parse_decimal(header.value).ok_or(Status::BadRequest)?;
+                let n = parse_decimal(header.value)?;
                 if length.is_some_and(|m| m != n) {
                     return Err(Status::BadRequest);
                 }
@@ -276,7 +276,13 @@ impl Http {
             Some(n) if n > self.limits.max_body => return Err(Status::TooLarge),
             n => Framing::Length(n.unwrap_or(0)),
         };
-        let path = request.path.unwrap_or("/");
+        // The origin form (`/echo?x`), or the absolute form (`http://host/echo`) a server must
+        // also accept: the path without the query.
+        let target = request.path.unwrap_or("/");
+        let path = match target.split_once("://") {
+            Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+            None => target,
+        };
         let path = path.split('?').next().unwrap_or(path);
         let route = match request.method.unwrap_or("") {
             method @ ("GET" | "HEAD") => {
@@ -607,12 +613,17 @@ pub async fn serve_pipe(pipe: packetpipe::io::DuplexPipe, limits: Limits) {
     }
 }
 
-fn parse_decimal(text: &[u8]) -> Option<usize> {
+/// A `Content-Length` value: `400` unless it is all digits, `413` if it has more than fit.
+fn parse_decimal(text: &[u8]) -> Result<usize, Status> {
     let text = trim(text);
-    if text.is_empty() || text.len() > 18 || !text.iter().all(u8::is_ascii_digit) {
-        return None;
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return Err(Status::BadRequest);
     }
-    Some(text.iter().fold(0, |n, &d| n * 10 + usize::from(d - b'0')))
+    text.iter().try_fold(0usize, |n, &d| {
+        n.checked_mul(10)
+            .and_then(|n| n.checked_add(usize::from(d - b'0')))
+            .ok_or(Status::TooLarge)
+    })
 }
 
 fn parse_hex(text: &[u8]) -> Option<usize> {

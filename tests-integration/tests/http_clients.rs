@@ -916,6 +916,29 @@ fn a_body_over_the_limit_gets_413() {
     let mut client = Client::connect(server.addr);
     client.send(&post("/count", &body[..limits.max_body]));
     client.expect(&counted(limits.max_body));
+    // A length with more digits than any body can have.
+    let mut client = Client::connect(server.addr);
+    client.send(
+        b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+    );
+    client.expect(&too_large());
+    client.expect_eof();
+}
+
+#[test]
+fn absolute_form_targets_are_routed_by_their_path() {
+    let server = Server::start(Limits::default());
+    let mut client = Client::connect(server.addr);
+    client.send(b"GET http://test/ HTTP/1.1\r\nHost: test\r\n\r\n");
+    client.expect(&hello());
+    client.send(b"GET http://test HTTP/1.1\r\nHost: test\r\n\r\n");
+    client.expect(&hello());
+    client.send(
+        b"POST http://test:8080/echo?x=1 HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\nhi",
+    );
+    client.expect(&echoed(b"hi"));
+    client.send(b"GET https://test/elsewhere HTTP/1.1\r\nHost: test\r\n\r\n");
+    client.expect(&not_found());
 }
 
 #[test]
