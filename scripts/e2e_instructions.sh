@@ -20,7 +20,15 @@
 #                 transport, tokio's epoll reactor) against perf/examples/resp_server_tokio_util.rs;
 #   lines-4x64    line servers, 4 connections sending 32-byte lines in batches of 64: the `loop`
 #                 shape of perf/examples/lines_load.rs, packetpipe `Framed` + `Lines` against
-#                 tokio-util `Framed` + `LinesCodec` (run by perf/examples/e2e_count.rs).
+#                 tokio-util `Framed` + `LinesCodec` (run by perf/examples/e2e_count.rs);
+#   http-plain-8  HTTP/1.1 `GET /`, 8 keep-alive connections, one request at a time on each:
+#                 examples/http_server.rs against tokio-util `Framed` + `BytesMut` with the same
+#                 httparse decoder (perf/examples/http_server_tokio_util.rs), loaded by
+#                 perf/examples/http_count.rs (every response checked byte for byte);
+#   http-P16-8    the same with 16 pipelined requests per write.
+#
+# E2E_HYPER=1 also counts the same HTTP server on hyper 1.x (perf/examples/http_server_hyper.rs)
+# in the http-* cases and prints it below the table (not held to a budget, not written).
 #
 # How: each server runs alone in a process under callgrind (whole process, every thread; start-up
 # included), its client natively in another process (the client's instructions are not counted),
@@ -39,9 +47,9 @@
 # commit message. The peers' counts are in the budget too, so that the ratio is on record; they are
 # printed with their change and never fail the guard.
 #
-# Takes about 80 s on a 2-core machine (20 runs under callgrind, 2-12 s each), after building
-# packetpipe and the four programs: about a minute after .ci/run's "benches build" step, a few
-# minutes from nothing.
+# Takes about 80 s on a 2-core machine for the first five cases (20 runs under callgrind, 2-12 s
+# each) and more for the HTTP cases, after building packetpipe and the programs: about a minute
+# after .ci/run's "benches build" step, a few minutes from nothing.
 set -euo pipefail
 shopt -s inherit_errexit # a failed client inside $(count ...) stops the script
 cd "$(dirname "$0")/.."
@@ -60,13 +68,10 @@ case "${1:-}" in
     "") ;;
     *) echo "usage: bash scripts/e2e_instructions.sh [--update]" >&2; exit 2 ;;
 esac
-all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64"
-# E2E_CASES="rpc-32 lines-4x64": measure and check those only (to look into one; not with --update).
+all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64 http-plain-8 http-P16-8"
+# E2E_CASES="rpc-32 lines-4x64": measure and check those only (to look into one; with --update,
+# only their rows of the budget are rewritten, the others' kept as they are).
 cases=${E2E_CASES:-$all_cases}
-if ((update)) && [[ $cases != "$all_cases" ]]; then
-    echo "--update measures every case: unset E2E_CASES" >&2
-    exit 2
-fi
 
 # One build of all four programs, so that packetpipe's examples and the peers link the same
 # dependencies built with the same features: the bench profile (release's, with line tables) over
@@ -79,16 +84,20 @@ fi
 cargo build -q --profile bench --workspace --features packetpipe/tokio \
     --config 'profile.bench.package.packetpipe.codegen-units=1' \
     --config 'profile.bench.package.packetpipe-perf.codegen-units=1' \
-    --example resp_server --example resp_server_tokio_util --example echo_count --example e2e_count
+    --example resp_server --example resp_server_tokio_util --example echo_count --example e2e_count \
+    --example http_server --example http_server_tokio_util --example http_server_hyper --example http_count
 bin=${CARGO_TARGET_DIR:-target}/release/examples
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 declare -A messages=( # N, per connection (redis-benchmark: in all)
-    [echo-16x1]=3000 [echo-16x16]=12000 [rpc-32]=20000 [resp-get-P16]=128000 [lines-4x64]=20480)
-declare -A connections=([echo-16x1]=16 [echo-16x16]=16 [rpc-32]=1 [resp-get-P16]=1 [lines-4x64]=4)
+    [echo-16x1]=3000 [echo-16x16]=12000 [rpc-32]=20000 [resp-get-P16]=128000 [lines-4x64]=20480
+    [http-plain-8]=1500 [http-P16-8]=4800)
+declare -A connections=([echo-16x1]=16 [echo-16x16]=16 [rpc-32]=1 [resp-get-P16]=1 [lines-4x64]=4
+    [http-plain-8]=8 [http-P16-8]=8)
 declare -A peer_name=([echo-16x1]="tokio-util forward" [echo-16x16]="tokio-util forward"
-    [rpc-32]="std BufReader/BufWriter" [resp-get-P16]="tokio-util Framed" [lines-4x64]="tokio-util LinesCodec")
+    [rpc-32]="std BufReader/BufWriter" [resp-get-P16]="tokio-util Framed" [lines-4x64]="tokio-util LinesCodec"
+    [http-plain-8]="tokio-util Framed + BytesMut" [http-P16-8]="tokio-util Framed + BytesMut")
 
 server_command() { # case side -> the server's command line, less its address
     case "$1/$2" in
@@ -100,6 +109,9 @@ server_command() { # case side -> the server's command line, less its address
         resp-*/peer) echo "$bin/resp_server_tokio_util" ;;
         lines-*/packetpipe) echo "$bin/e2e_count serve lines-packetpipe" ;;
         lines-*/peer) echo "$bin/e2e_count serve lines-tokio-util" ;;
+        http-*/packetpipe) echo "$bin/http_server" ;;
+        http-*/peer) echo "$bin/http_server_tokio_util" ;;
+        http-*/hyper) echo "$bin/http_server_hyper" ;;
     esac
 }
 
@@ -118,6 +130,8 @@ client() { # case address messages: load the server, return once every reply is 
                 return 1
             fi ;;
         lines-4x64) timeout 300 "$bin/e2e_count" lines "$addr" 4 "$m" 64 32 ;;
+        http-plain-8) timeout 300 "$bin/http_count" "$addr" 8 "$m" 1 ;;
+        http-P16-8) timeout 300 "$bin/http_count" "$addr" 8 "$m" 16 ;;
     esac >/dev/null
 }
 
@@ -161,7 +175,9 @@ start=$SECONDS
 for name in $cases; do
     case_start=$SECONDS
     m=${messages[$name]}
-    for side in packetpipe peer; do
+    sides="packetpipe peer"
+    [[ ${E2E_HYPER:-0} == 1 && $name == http-* ]] && sides="$sides hyper"
+    for side in $sides; do
         low=$(count "$name" "$side" "$m")
         high=$(count "$name" "$side" $((3 * m)))
         [[ -n $low && -n $high ]] || { echo "$name: no count from callgrind for the $side server" >&2; exit 1; }
@@ -178,10 +194,15 @@ if ((update)); then
         echo "# Measured with: $(rustc --version), valgrind $(valgrind --version | sed 's/valgrind-//'),"
         echo "# $(redis-benchmark --version | cut -d' ' -f1-2)."
         echo "# case packetpipe peer"
-        for name in $cases; do
-            echo "$name ${measured[$name/packetpipe]} ${measured[$name/peer]}"
+        for name in $all_cases; do
+            if [[ -n ${measured[$name/packetpipe]:-} ]]; then
+                echo "$name ${measured[$name/packetpipe]} ${measured[$name/peer]}"
+            else
+                awk -v c="$name" '$1 == c' "$budget_file"
+            fi
         done
-    } >"$budget_file"
+    } >"$budget_file.new"
+    mv "$budget_file.new" "$budget_file"
     echo "budget written to $budget_file"
 fi
 
@@ -216,6 +237,11 @@ for name in $cases; do
         "${peer_budget:--}" "$(change "$theirs" "${peer_budget:-}")" "$flag"
 done
 echo "(instructions per message; ratio = packetpipe / peer; the peers' changes are for information)"
+for name in $cases; do
+    [[ -n ${measured[$name/hyper]:-} ]] || continue
+    echo "$name hyper: ${measured[$name/hyper]} (ratio to the peer $(awk -v a="${measured[$name/hyper]}" \
+        -v b="${measured[$name/peer]}" 'BEGIN { printf "%.2f", a / b }'))"
+done
 if ((failed)); then
     echo "end-to-end guard failed: a packetpipe server rose more than ${tolerance_percent}% over its budget (or has none);"
     echo "if the rise is deliberate, run 'bash scripts/e2e_instructions.sh --update' and commit the budget with the reason"
