@@ -256,24 +256,72 @@ fn echo_without_incremental_consumption() {
     assert_eq!(pool.stats().outstanding, 0);
 }
 
+/// The inodes of the sockets this process has open whose local port is `port` (from
+/// `/proc/self/fd` and `/proc/net/tcp`): sockets of other tests, on other ports, are not counted.
+fn open_sockets_on_port(port: u16) -> Vec<u64> {
+    let ours: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| {
+            let link = std::fs::read_link(entry.ok()?.path()).ok()?;
+            let link = link.to_str()?;
+            link.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = u16::from_str_radix(fields.get(1)?.rsplit(':').next()?, 16).ok()?;
+            let inode: u64 = fields.get(9)?.parse().ok()?;
+            (local_port == port && inode != 0 && ours.contains(&inode)).then_some(inode)
+        })
+        .collect()
+}
+
 #[test]
-fn a_thousand_connections_opened_and_closed() {
+fn ten_thousand_connections_churned_leave_no_descriptor_or_block() {
     let pool = Pool::new();
     let Some(server) = serve(builder(&pool), echo) else {
         return;
     };
-    let count = env_size("URING_CONNECTIONS", 1000);
-    for i in 0..count {
-        let mut stream = TcpStream::connect(server.addr).unwrap();
-        let message = format!("hello {i}");
-        stream.write_all(message.as_bytes()).unwrap();
-        stream.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut got = String::new();
-        stream.read_to_string(&mut got).unwrap();
-        assert_eq!(got, message);
+    let count = env_size("URING_CONNECTIONS", 10_000);
+    let threads = 8;
+    let clients: Vec<_> = (0..threads)
+        .map(|t| {
+            let addr = server.addr;
+            thread::spawn(move || {
+                for i in (t..count).step_by(threads) {
+                    let mut stream = TcpStream::connect(addr).unwrap();
+                    let message = format!("hello {i}");
+                    stream.write_all(message.as_bytes()).unwrap();
+                    stream.shutdown(std::net::Shutdown::Write).unwrap();
+                    let mut got = String::new();
+                    stream.read_to_string(&mut got).unwrap();
+                    assert_eq!(got, message);
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
     }
+    let port = server.addr.port();
     let stats = server.stop();
     assert_eq!(stats.accepted, count as u64);
+    assert_eq!(
+        stats.closed, stats.accepted,
+        "every accepted socket closed: {stats:?}"
+    );
+    assert_eq!(
+        open_sockets_on_port(port),
+        Vec::<u64>::new(),
+        "sockets of the server's port still open in this process"
+    );
     assert_eq!(pool.stats().outstanding, 0);
 }
 

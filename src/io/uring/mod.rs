@@ -218,6 +218,8 @@ pub struct DriverStats {
     pub incremental: bool,
     /// Connections accepted.
     pub accepted: u64,
+    /// Connections closed (their sockets closed, their pipes completed).
+    pub closed: u64,
     /// Receive completions that carried bytes.
     pub receives: u64,
     /// Send completions.
@@ -1031,6 +1033,7 @@ impl Driver {
         if let Some(conn) = self.conns[index].conn.take() {
             drop(conn); // closes the socket; the pipes complete
             self.live -= 1;
+            self.stats.closed += 1;
             self.free.push(index as u32);
         }
     }
