@@ -233,6 +233,7 @@ fn every_task_run_mode_echoes_and_reports_itself() {
         );
         if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_some() {
             assert_eq!(stats.task_run, mode, "{stats:?}");
+            assert!(stats.registered_ring, "{stats:?}");
             assert!(
                 stats.incremental,
                 "the kernel has incremental consumption: {stats:?}"
@@ -241,6 +242,38 @@ fn every_task_run_mode_echoes_and_reports_itself() {
         assert_eq!(stats.accepted, 1);
         assert_eq!(pool.stats().outstanding, 0);
     }
+}
+
+#[test]
+fn echo_with_the_ring_entered_by_descriptor() {
+    let pool = Pool::new();
+    let Some(server) = serve(builder(&pool).register_ring(false), echo) else {
+        return;
+    };
+    echo_client(server.addr, 64 << 10, 5, 1000);
+    let stats = server.stop();
+    assert!(!stats.registered_ring, "{stats:?}");
+    assert_eq!(pool.stats().outstanding, 0);
+}
+
+#[test]
+fn a_dropped_driver_gives_its_ring_registration_back() {
+    // A thread has 16 registration slots: drivers that kept theirs would run out of them.
+    let pool = Pool::new();
+    for round in 0..40 {
+        let Some(driver) = build(builder(&pool)) else {
+            return;
+        };
+        if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_some() {
+            assert!(
+                driver.stats().registered_ring,
+                "driver {round} found no free registration slot: {:?}",
+                driver.stats()
+            );
+        }
+        drop(driver);
+    }
+    assert_eq!(pool.stats().outstanding, 0);
 }
 
 #[test]

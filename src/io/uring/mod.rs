@@ -64,6 +64,7 @@
 //! ([`io::tokio::connection`](crate::io::tokio::connection)).
 
 mod buf_ring;
+mod ring;
 #[cfg(test)]
 mod tests;
 
@@ -81,6 +82,8 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use self::buf_ring::BufRing;
+use self::ring::Enter;
+pub use self::ring::TaskRun;
 use super::connection::{ConnectionOptions, DuplexPipe};
 use crate::pipe::{pipe_with, PipeReader, PipeWriter};
 
@@ -101,6 +104,7 @@ use crate::pipe::{pipe_with, PipeReader, PipeWriter};
 pub struct DriverBuilder {
     ring_entries: u32,
     task_run: TaskRun,
+    register_ring: bool,
     buffers: u16,
     buffer_size: usize,
     incremental: bool,
@@ -114,6 +118,7 @@ impl Default for DriverBuilder {
         DriverBuilder {
             ring_entries: 1024,
             task_run: TaskRun::Deferred,
+            register_ring: true,
             buffers: 256,
             buffer_size: 16 * 1024,
             incremental: true,
@@ -163,6 +168,15 @@ impl DriverBuilder {
         self
     }
 
+    /// Register the ring's descriptor for the driver's thread (`IORING_REGISTER_RING_FDS`, Linux
+    /// 5.18), so that each `io_uring_enter` names it by index and the kernel does not look the
+    /// descriptor up every time. Default on where the kernel has it ([`DriverStats::registered_ring`]
+    /// says whether it is in use).
+    pub fn register_ring(mut self, on: bool) -> Self {
+        self.register_ring = on;
+        self
+    }
+
     /// `TCP_NODELAY` on accepted sockets (default on: request/response traffic should not wait
     /// for Nagle's algorithm).
     pub fn nodelay(mut self, on: bool) -> Self {
@@ -192,28 +206,14 @@ impl DriverBuilder {
     }
 }
 
-/// How the kernel runs a ring's completion work (its "task work": posting a completion, moving
-/// received bytes), set up once per ring.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TaskRun {
-    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (Linux 6.1): the work waits
-    /// until the driver asks for completions, and runs in one batch inside that
-    /// `io_uring_enter`, never interrupting the driver while it serves connections.
-    #[default]
-    Deferred,
-    /// `IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG` (Linux 5.19): the work runs at the
-    /// driver's next system call, without an interrupt.
-    Cooperative,
-    /// The kernel's default: the work interrupts the driver's thread as it arrives.
-    Interrupting,
-}
-
 /// What a driver has done, for tests and monitoring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DriverStats {
     /// How the ring runs its completion work (the best the kernel and the settings allow).
     pub task_run: TaskRun,
+    /// Whether `io_uring_enter` names the ring by a registered index.
+    pub registered_ring: bool,
     /// Whether the receive buffers are consumed incrementally.
     pub incremental: bool,
     /// Connections accepted.
@@ -253,6 +253,9 @@ pub struct Driver {
     // Field order is drop order: the ring's fd closes (the kernel tearing down what is left)
     // before the buffers and connections it could still write into are freed; `Drop` makes sure
     // nothing is in flight by then.
+    /// How `io_uring_enter` names the ring: first, so that a registration is given back before
+    /// the ring's descriptor closes.
+    enter: Enter,
     ring: IoUring,
     bufs: BufRing,
     listeners: Vec<Listener>,
@@ -370,39 +373,6 @@ impl SendBuf {
     }
 }
 
-/// `io_uring_enter`'s flag asking for completions (`include/uapi/linux/io_uring.h`).
-const IORING_ENTER_GETEVENTS: u32 = 1;
-
-/// Set up a ring of `entries` submissions (and four times as many completions) with the task-run
-/// mode `wanted`, or the best one below it that the kernel accepts (an older kernel refuses an
-/// unknown setup flag with `EINVAL`).
-fn build_ring(entries: u32, wanted: TaskRun) -> io::Result<(IoUring, TaskRun)> {
-    let mut mode = wanted;
-    loop {
-        let mut builder = IoUring::builder();
-        builder.setup_cqsize(entries.saturating_mul(4));
-        match mode {
-            TaskRun::Deferred => {
-                builder.setup_single_issuer().setup_defer_taskrun();
-            }
-            TaskRun::Cooperative => {
-                builder.setup_coop_taskrun().setup_taskrun_flag();
-            }
-            TaskRun::Interrupting => {}
-        }
-        match (builder.build(entries), mode) {
-            (Ok(ring), mode) => return Ok((ring, mode)),
-            (Err(e), TaskRun::Deferred) if e.raw_os_error() == Some(libc::EINVAL) => {
-                mode = TaskRun::Cooperative;
-            }
-            (Err(e), TaskRun::Cooperative) if e.raw_os_error() == Some(libc::EINVAL) => {
-                mode = TaskRun::Interrupting;
-            }
-            (Err(e), _) => return Err(e),
-        }
-    }
-}
-
 /// How long a turn waits before retrying the pool for a starving connection's buffer.
 const STARVED_RETRY: Duration = Duration::from_millis(1);
 
@@ -457,7 +427,9 @@ impl Driver {
     }
 
     fn with_builder(builder: DriverBuilder) -> io::Result<Driver> {
-        let (ring, task_run) = build_ring(builder.ring_entries, builder.task_run)?;
+        let (ring, task_run) = ring::build(builder.ring_entries, builder.task_run)?;
+        let enter = Enter::new(&ring, builder.register_ring);
+        let registered_ring = enter.is_registered();
         let cq_entries = ring.params().cq_entries() as usize;
         let pool = builder.options.input.resolved_pool();
         let mut bufs = BufRing::new(
@@ -477,6 +449,7 @@ impl Driver {
         // SAFETY: `fd` is a new descriptor nothing else owns.
         let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Driver {
+            enter,
             ring,
             bufs,
             listeners: Vec::new(),
@@ -503,6 +476,7 @@ impl Driver {
             wait_timeout: builder.wait_timeout,
             stats: DriverStats {
                 task_run,
+                registered_ring,
                 incremental,
                 ..DriverStats::default()
             },
@@ -605,14 +579,7 @@ impl Driver {
             true => Some(STARVED_RETRY.min(self.wait_timeout.unwrap_or(STARVED_RETRY))),
             false => self.wait_timeout,
         };
-        let result = match (want, timeout) {
-            (1, Some(timeout)) => {
-                let ts = types::Timespec::from(timeout);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
-            }
-            _ => self.enter(want),
-        };
+        let result = self.enter(want, timeout.filter(|_| want > 0));
         self.wake.sleeping.store(false, Ordering::SeqCst);
         match result {
             Ok(_) => Ok(()),
@@ -624,21 +591,10 @@ impl Driver {
         }
     }
 
-    /// Submit the queued entries and wait for `want` completions. Always with `GETEVENTS`: a ring
-    /// with deferred task work posts completions only inside such a call, so this is also what
-    /// brings a busy turn's completions in.
-    fn enter(&mut self, want: u32) -> io::Result<usize> {
+    /// Submit the queued entries and wait for `want` completions or `timeout` ([`Enter::enter`]).
+    fn enter(&mut self, want: u32, timeout: Option<Duration>) -> io::Result<usize> {
         let queued = self.ring.submission().len() as u32;
-        // SAFETY: no argument is passed (`None`), so the kernel reads no memory of ours beyond
-        // the rings the `IoUring` maps; the entries submitted were checked when pushed (`push`).
-        unsafe {
-            self.ring.submitter().enter::<libc::sigset_t>(
-                queued,
-                want,
-                IORING_ENTER_GETEVENTS,
-                None,
-            )
-        }
+        self.enter.enter(queued, want, timeout)
     }
 
     /// Whether a wake is queued; if not, the next wake writes the eventfd (the driver sleeps).
@@ -1062,7 +1018,7 @@ impl Driver {
             result = self.push(cancel);
         }
         while result.is_ok() && self.in_flight > 0 {
-            if let Err(e) = self.enter(1) {
+            if let Err(e) = self.enter(1, None) {
                 if e.raw_os_error() != Some(libc::EINTR) {
                     result = Err(e);
                     break;
