@@ -214,7 +214,12 @@ fn every_task_run_mode_echoes_and_reports_itself() {
         let Some(server) = serve(builder(&pool).task_run(mode), echo) else {
             return;
         };
-        echo_client(server.addr, 64 << 10, 3, 1000);
+        echo_client(
+            server.addr,
+            env_size("URING_ECHO_BYTES", 1 << 20) / 16,
+            3,
+            1000,
+        );
         let stats = server.stop();
         // A kernel falls back to a later mode, never to an earlier one; this suite's kernels
         // (Linux 6.1 and later) have every mode.
@@ -250,7 +255,12 @@ fn echo_with_the_ring_entered_by_descriptor() {
     let Some(server) = serve(builder(&pool).register_ring(false), echo) else {
         return;
     };
-    echo_client(server.addr, 64 << 10, 5, 1000);
+    echo_client(
+        server.addr,
+        env_size("URING_ECHO_BYTES", 1 << 20) / 16,
+        5,
+        1000,
+    );
     let stats = server.stop();
     assert!(!stats.registered_ring, "{stats:?}");
     assert_eq!(pool.stats().outstanding, 0);
