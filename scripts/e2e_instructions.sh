@@ -48,8 +48,8 @@
 # printed with their change and never fail the guard.
 #
 # Takes about 80 s on a 2-core machine for the first five cases (20 runs under callgrind, 2-12 s
-# each) and more for the HTTP cases, after building packetpipe and the programs: about a minute
-# after .ci/run's "benches build" step, a few minutes from nothing.
+# each) and about 30 s more for the two HTTP cases (8 runs), after building packetpipe and the
+# programs: about a minute after .ci/run's "benches build" step, a few minutes from nothing.
 set -euo pipefail
 shopt -s inherit_errexit # a failed client inside $(count ...) stops the script
 cd "$(dirname "$0")/.."
