@@ -286,6 +286,13 @@ pub struct HexDump<'a, S: ?Sized> {
     limit: usize,
 }
 
+/// The dump itself, as `{:?}` of a string shows the string.
+impl<S: ByteSegments + ?Sized> fmt::Debug for HexDump<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl<S: ByteSegments + ?Sized> fmt::Display for HexDump<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const WIDTH: usize = 16;
@@ -354,6 +361,13 @@ fn write_hex_line(f: &mut fmt::Formatter<'_>, offset: usize, line: &[u8]) -> fmt
 /// Lossy UTF-8 view of segmented data; see [`ByteSegments::display_lossy`].
 pub struct Utf8Lossy<'a, S: ?Sized> {
     source: &'a S,
+}
+
+/// The text quoted and escaped, as `{:?}` of a `str`.
+impl<S: ByteSegments + ?Sized> fmt::Debug for Utf8Lossy<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string(), f)
+    }
 }
 
 impl<S: ByteSegments + ?Sized> fmt::Display for Utf8Lossy<'_, S> {

@@ -111,6 +111,8 @@ impl fmt::Display for FrameError {
                 "{len} bytes remaining on stream: the writer completed inside a frame"
             ),
             FrameError::Canceled => f.write_str("the read was canceled before a frame was complete"),
+            // Transparent: the pipe's error says what happened, and its source (if any) is
+            // this error's source, so a chain prints each message once.
             FrameError::Pipe(ref e) => fmt::Display::fmt(e, f),
         }
     }
@@ -119,7 +121,7 @@ impl fmt::Display for FrameError {
 impl std::error::Error for FrameError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            FrameError::Pipe(e) => Some(e),
+            FrameError::Pipe(e) => std::error::Error::source(e),
             _ => None,
         }
     }

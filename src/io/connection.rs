@@ -193,7 +193,9 @@ impl std::fmt::Display for ConnectionError {
             ErrorOrigin::Input => "bytes consumed",
             ErrorOrigin::Write | ErrorOrigin::Output => "bytes written",
         };
-        write!(f, "{what} {} {unit}: {}", self.position, self.error)
+        // The I/O error's own text is left to `source()`: printing both would say it twice in a
+        // chain.
+        write!(f, "{what} {} {unit}", self.position)
     }
 }
 

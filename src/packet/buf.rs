@@ -174,6 +174,7 @@ impl PacketBuf {
     /// the block's last use: [`PoolBuilder::track_leaks`](crate::PoolBuilder::track_leaks).)
     #[inline]
     #[track_caller]
+    #[must_use = "the sealed bytes are dropped with the result"]
     pub fn seal(&mut self) -> OwnedPacket {
         let window = self.writer.seal();
         note_use(&window, BlockUse::Sealed, Location::caller());
@@ -205,6 +206,7 @@ impl PacketBuf {
     /// [`seal`](Self::seal).)
     #[inline]
     #[track_caller]
+    #[must_use = "the written bytes are dropped with the result"]
     pub fn freeze(self) -> OwnedPacket {
         let window = self.writer.into_window();
         note_use(&window, BlockUse::Sealed, Location::caller());

@@ -273,6 +273,7 @@ impl PacketChain {
 
     /// Take the first `at` bytes out as a chain of their own (sharing, never copying). Panics if
     /// `at > len`.
+    #[must_use = "the bytes split off are dropped with the result"]
     pub fn split_to(&mut self, at: usize) -> PacketChain {
         self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
     }

@@ -90,6 +90,7 @@ impl OwnedPacket {
     /// Split off and return the first `at` bytes; `self` keeps the rest. Panics if `at > len`.
     #[inline]
     #[track_caller]
+    #[must_use = "the bytes split off are dropped with the result"]
     pub fn split_to(&mut self, at: usize) -> OwnedPacket {
         self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
     }
@@ -106,6 +107,7 @@ impl OwnedPacket {
     /// Split off and return the bytes from `at` on; `self` keeps the first `at`. Panics if
     /// `at > len`.
     #[track_caller]
+    #[must_use = "the bytes split off are dropped with the result"]
     pub fn split_off(&mut self, at: usize) -> OwnedPacket {
         self.try_split_off(at).unwrap_or_else(|e| panic!("{e}"))
     }

@@ -280,7 +280,18 @@ fn an_application_writer_completed_with_an_error_still_ends_the_peers_stream() {
             .expect("the connection ended")
             .unwrap()
             .unwrap_err();
-        assert!(e.to_string().contains("application failed"), "{e}");
+        // Each message once, down the chain: the connection's, then the application's error.
+        let mut chain = vec![e.to_string()];
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            chain.push(cause.to_string());
+            source = cause.source();
+        }
+        assert!(
+            chain.iter().any(|m| m.contains("application failed")),
+            "{chain:?}"
+        );
+        assert!(!chain[0].contains("application failed"), "{chain:?}");
         assert_eq!(e.origin(), packetpipe::io::ErrorOrigin::Output);
         assert_eq!(e.position(), 13);
     });
