@@ -279,9 +279,11 @@ impl Http {
         // The origin form (`/echo?x`), or the absolute form (`http://host/echo`) a server must
         // also accept: the path without the query.
         let target = request.path.unwrap_or("/");
-        let path = match target.split_once("://") {
-            Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
-            None => target,
+        let path = match target.starts_with('/') {
+            true => target,
+            false => target.split_once("://").map_or(target, |(_, rest)| {
+                rest.find('/').map_or("/", |i| &rest[i..])
+            }),
         };
         let path = path.split('?').next().unwrap_or(path);
         let route = match request.method.unwrap_or("") {
