@@ -242,6 +242,12 @@ impl Fill<'_> {
         self.local.min_segment_size
     }
 
+    /// Whether the reader holds a receive block.
+    #[inline]
+    pub(crate) fn has_block(&self) -> bool {
+        self.local.buf.is_some()
+    }
+
     /// Free space of at least `hint` bytes (and at least one) in the receive block, renting a
     /// block (at least a segment) when it has less. A block whose bytes were all consumed and
     /// are held by no taken frame is read into again from its start.
