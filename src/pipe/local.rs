@@ -131,6 +131,15 @@ impl Local {
                 self.available -= n;
                 self.consumed += n;
             }
+            // The whole front packet (a read that brought one frame): it goes, no batch.
+            Some(front) if front.len() as u64 == n => {
+                self.available -= n;
+                self.consumed += n;
+                drop(self.packets.pop_front());
+                if self.packets.is_empty() {
+                    self.back_grows = false;
+                }
+            }
             _ => self.consume(n),
         }
     }
