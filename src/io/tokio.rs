@@ -230,7 +230,7 @@ impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
 /// [module docs](self) have an example; the [`io`](super) module docs say how the ends propagate.
 ///
 /// Inline transport: the application's reads read the stream and its flushes write it. tokio's
-/// `TcpStream` and `UnixStream` are read on readiness (`poll_read_ready`, then `try_read`, so a
+/// `TcpStream` and `UnixStream` are read on readiness (`poll_read_ready`, then their read, so a
 /// connection waiting for its peer holds no pooled block) and written with `try_write_vectored`;
 /// any other stream through its `AsyncRead` and `AsyncWrite`, its halves sharing it behind a
 /// mutex.

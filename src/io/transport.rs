@@ -4,9 +4,11 @@
 //!   an [`Inbound`] (its `Refill`): a read that finds nothing beyond its examined point reads the
 //!   stream into the reader's receive block (`pipe::Fill`) and sees the bytes in the same poll or
 //!   call. Readiness first, then a block: a stream that can say when it is readable is asked
-//!   first, so a connection waiting for its peer holds no pooled block; a blocking stream is read
-//!   into a per-thread scratch while the application holds no byte, for the same reason (unless
-//!   the connection keeps its blocks while idle).
+//!   first, so a connection waiting for its peer holds no pooled block, except by a read after a
+//!   wait (no block held, nothing unconsumed), which reads straight into a rented block and gives
+//!   it back if it finds nothing; a blocking stream is read into a per-thread scratch while the
+//!   application holds no byte, for the same reason (unless the connection keeps its blocks while
+//!   idle).
 //! - Output: the application's [`PipeWriter`] carries an [`Outbound`] (its `Deliver`): a flush
 //!   with nothing published still unwritten writes the staged bytes straight from the writer's
 //!   block (`write_now`); otherwise, and for what the stream did not take, the flush publishes
@@ -44,7 +46,7 @@ pub(crate) trait ReadSide: Send + Sync + 'static {
     const BLOCKING: bool = false;
 
     /// `Ready` once a read may find bytes (or the end, or an error); sides that cannot tell
-    /// return `Ready` at once.
+    /// return `Ready` at once. Not asked by a read after a wait (see `Inbound::poll_refill`).
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
@@ -602,7 +604,17 @@ impl<R: ReadSide> Refill for Inbound<R> {
                     }
                 })
             } else {
-                if !R::BLOCKING {
+                // Reuse the current block's tail if at least half a segment is left; a large
+                // frame gets a block its size.
+                let hint =
+                    ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
+                // Readiness first, unless the reader holds no block and nothing unconsumed (a
+                // read after a wait, which gave the block back): then the read goes straight into
+                // a rented block (its own readiness check is the only one), and one that finds
+                // nothing gives the block back before the wait (`idle`). Either way a connection
+                // waiting for its peer holds no block, nor one waiting for the rest of a frame
+                // an empty one.
+                if !R::BLOCKING && (!idle || into.has_block()) {
                     match self.read.poll_ready(cx) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -616,10 +628,6 @@ impl<R: ReadSide> Refill for Inbound<R> {
                         }
                     }
                 }
-                // Reuse the current block's tail if at least half a segment is left; a large
-                // frame gets a block its size.
-                let hint =
-                    ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
                 let space = match into.buffer_mut(hint) {
                     Ok(space) => space,
                     Err(e) => {

@@ -131,6 +131,15 @@ impl Local {
                 self.available -= n;
                 self.consumed += n;
             }
+            // The whole front packet (a read that brought one frame): it goes, no batch.
+            Some(front) if front.len() as u64 == n => {
+                self.available -= n;
+                self.consumed += n;
+                drop(self.packets.pop_front());
+                if self.packets.is_empty() {
+                    self.back_grows = false;
+                }
+            }
             _ => self.consume(n),
         }
     }
@@ -240,6 +249,12 @@ impl Fill<'_> {
     #[inline]
     pub(crate) fn min_segment_size(&self) -> usize {
         self.local.min_segment_size
+    }
+
+    /// Whether the reader holds a receive block.
+    #[inline]
+    pub(crate) fn has_block(&self) -> bool {
+        self.local.buf.is_some()
     }
 
     /// Free space of at least `hint` bytes (and at least one) in the receive block, renting a
