@@ -41,6 +41,7 @@
 //! A response never allocates: a connection in steady state allocates nothing per request.
 #![forbid(unsafe_code)]
 
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -227,9 +228,11 @@ impl Http {
                 .map_err(|_| Status::BadRequest)?;
             &self.scratch[..]
         };
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut request = httparse::Request::new(&mut headers);
-        let head_len = match request.parse(bytes) {
+        // Left uninitialised: httparse writes the ones it fills (a 64-entry array of empty
+        // headers would be set up on every call).
+        let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut []);
+        let head_len = match request.parse_with_uninit_headers(bytes, &mut headers) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) if len == self.limits.max_head => {
                 return Err(Status::HeadTooLarge)
@@ -472,18 +475,56 @@ impl Encoder<Response> for Http {
             }
             Body::Head(n) => (*n, b""),
         };
-        dst.write_slice(b"HTTP/1.1 ")?;
-        dst.write_slice(status.as_bytes())?;
-        dst.write_slice(b"\r\nContent-Type: text/plain\r\nContent-Length: ")?;
-        dst.write_slice(decimal(len, &mut [0; 20]))?;
-        dst.write_slice(connection.header())?;
-        dst.write_slice(text)?;
+        // The head (and a short text body) assembled on the stack, then one copy into the pipe.
+        let mut head = ResponseHead::default();
+        head.put(b"HTTP/1.1 ");
+        head.put(status.as_bytes());
+        head.put(b"\r\nContent-Type: text/plain\r\nContent-Length: ");
+        head.put(decimal(len, &mut [0; 20]));
+        head.put(connection.header());
+        if head.fits(text) {
+            head.put(text);
+            dst.write_slice(head.bytes())?;
+        } else {
+            dst.write_slice(head.bytes())?;
+            dst.write_slice(text)?;
+        }
         if let Body::Packets(mut packets) = body {
             while let Some(packet) = packets.pop_front() {
                 dst.append(packet)?; // zero-copy: the request's own packets
             }
         }
         Ok(())
+    }
+}
+
+/// A response head being assembled (at most 256 bytes: the longest head is under 150).
+struct ResponseHead {
+    bytes: [u8; 256],
+    len: usize,
+}
+
+impl Default for ResponseHead {
+    fn default() -> ResponseHead {
+        ResponseHead {
+            bytes: [0; 256],
+            len: 0,
+        }
+    }
+}
+
+impl ResponseHead {
+    fn fits(&self, more: &[u8]) -> bool {
+        more.len() <= self.bytes.len() - self.len
+    }
+
+    fn put(&mut self, more: &[u8]) {
+        self.bytes[self.len..self.len + more.len()].copy_from_slice(more);
+        self.len += more.len();
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 

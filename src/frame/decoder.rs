@@ -185,10 +185,12 @@ impl<'a> DecodeBuf<'a> {
         Ok(self.reader.take_frame_chain(n)?)
     }
 
-    /// Consume the first `n` bytes without copying them.
+    /// Consume the first `n` bytes without copying them: the view's start moves on, as a take
+    /// of `n` bytes would move it, and no packet is made.
+    #[inline]
     pub fn skip(&mut self, n: usize) -> Result<(), FrameError> {
         if n > 0 {
-            drop(self.reader.take_frame_chain(n)?);
+            self.reader.skip_frame(n)?;
         }
         Ok(())
     }

@@ -907,6 +907,17 @@ impl PipeReader {
         Ok(chain)
     }
 
+    /// Consume the first `n` bytes of the last read buffer without taking them out (a decoder's
+    /// skip): the same checks and bookkeeping as a take, no packet made.
+    #[inline]
+    pub(crate) fn skip_frame(&mut self, n: usize) -> Result<(), Error> {
+        self.check_take(0, n)?;
+        self.queue.consume(n as u64);
+        self.after_take(n);
+        self.frames_taken = true;
+        Ok(())
+    }
+
     /// `skip` bytes and then a frame of `n` must lie within the last read buffer.
     #[inline]
     fn check_take(&self, skip: usize, n: usize) -> Result<(), Error> {
