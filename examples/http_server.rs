@@ -1,6 +1,6 @@
 //! An HTTP/1.1 keep-alive server on packetpipe's `Framed`: requests parsed in place with
 //! `httparse`, bodies taken out of the socket's pooled blocks (zero-copy above the copy
-//! threshold), pipelined requests answered in order with one flush per burst.
+//! threshold, whichever segments they span), pipelined requests answered in order with one flush per burst.
 //!
 //! ```text
 //! cargo run --release --features tokio --example http_server -- [ADDR] [--transport epoll|uring]
@@ -384,8 +384,12 @@ impl Http {
         let mut body = PacketChain::new();
         let end = match head.body {
             Framing::Length(n) if buf.len() >= head.len + n => {
-                if n > 0 {
-                    body.push(buf.take_after(head.len, n)?);
+                if n > buf.copy_threshold() {
+                    // Shared, never copied, whichever segments it spans.
+                    buf.skip(head.len)?;
+                    body = buf.take_chain(n)?;
+                } else if n > 0 {
+                    body.push(buf.take_after(head.len, n)?); // copied out of the receive block
                 } else {
                     buf.skip(head.len)?;
                 }
@@ -401,7 +405,15 @@ impl Http {
         // Chunked: take each chunk's data out, skipping the size lines and trailers around it.
         let mut at = 0;
         for &(offset, len) in &self.chunks {
-            body.push(buf.take_after(offset - at, len)?);
+            if len > buf.copy_threshold() {
+                buf.skip(offset - at)?;
+                let mut chunk = buf.take_chain(len)?;
+                while let Some(packet) = chunk.pop_front() {
+                    body.push(packet);
+                }
+            } else {
+                body.push(buf.take_after(offset - at, len)?);
+            }
             at = offset + len;
         }
         buf.skip(end.saturating_sub(at))?;

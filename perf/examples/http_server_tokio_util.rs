@@ -97,9 +97,10 @@ const HEAD_TOO_LARGE: Request =
 
 fn parse_head(src: &[u8]) -> Result<Option<Head>, Request> {
     let bytes = &src[..src.len().min(MAX_HEAD)];
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
-    let len = match request.parse(bytes) {
+    // Uninitialised, as the packetpipe server's: httparse writes the ones it fills.
+    let mut headers = [std::mem::MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut []);
+    let len = match request.parse_with_uninit_headers(bytes, &mut headers) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if bytes.len() == MAX_HEAD => return Err(HEAD_TOO_LARGE),
         Ok(httparse::Status::Partial) => return Ok(None),
