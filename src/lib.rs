@@ -77,6 +77,7 @@ mod sync;
 
 pub use error::{Error, SharedError};
 pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
+pub use pipe::{block_on, pipe, pipe_with, PipeOptions, PipeReader, PipeWriter};
 pub use pool::{BlockUse, LeakReport, OutstandingBlock, Pool, PoolBuilder, PoolMonitor, PoolStats};
 pub use segments::{ByteSegments, HexDump, PeekInt, Utf8Lossy};
 

@@ -115,10 +115,29 @@ impl ThreadWaiter {
     }
 }
 
-/// Poll `future` on this thread, waiting (spin, yield, park) between polls until its waker is
-/// woken.
+/// Run `future` to completion on the calling thread: poll it, and between polls wait (spin
+/// briefly, then yield, then park) until its waker is woken.
+///
+/// The one way to use any of the crate's futures from a thread without an async runtime
+/// ([`PipeReader::read_until`](crate::PipeReader::read_until),
+/// [`FrameWriter::send`](crate::frame::FrameWriter::send), a blocking connection, ...). The waits
+/// that matter most have their own methods, which do more than this:
+/// [`PipeReader::read_blocking`](crate::PipeReader::read_blocking) coalesces small reads, and
+/// [`PipeWriter::flush_blocking`](crate::PipeWriter::flush_blocking). It allocates once per thread
+/// (its waker), on first use.
+///
+/// ```
+/// use packetpipe::{block_on, pipe};
+///
+/// let (mut writer, mut reader) = pipe();
+/// writer.write_slice(b"GET / HTTP/1.1\r\n\r\n")?;
+/// writer.flush_blocking()?;
+/// let head = block_on(reader.read_until(b"\r\n\r\n", 8192))?;
+/// assert_eq!(head.found(), Some(14));
+/// # Ok::<(), packetpipe::Error>(())
+/// ```
 #[inline]
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
     WAITER.with(|waiter| {
         let mut cx = Context::from_waker(&waiter.waker);

@@ -106,7 +106,7 @@
 //! Handing them back would need the writer to take nodes the consumer owns.
 
 mod blocking;
-pub(crate) use blocking::block_on;
+pub use blocking::block_on;
 mod input;
 mod local;
 mod options;
