@@ -103,7 +103,7 @@ fn produce(mut writer: PipeWriter, total_bytes: u64) -> Result<(u64, u64), packe
     let (mut sent, mut frames, mut checksum) = (0u64, 0u64, 0u64);
     while sent < total_bytes {
         let len = rng.frame_len();
-        let space = writer.buffer_mut(4 + len)?;
+        let space = writer.spare_mut(4 + len)?;
         space[..4].copy_from_slice(&(len as u32).to_be_bytes());
         let payload = &mut space[4..4 + len];
         let seed = rng.next();
@@ -114,7 +114,7 @@ fn produce(mut writer: PipeWriter, total_bytes: u64) -> Result<(u64, u64), packe
             chunk.copy_from_slice(&word[..chunk.len()]);
         }
         checksum = mix(checksum, payload);
-        writer.advance(4 + len)?;
+        writer.commit(4 + len)?;
         if writer.unflushed_len() >= 32 * 1024 {
             writer.flush_blocking()?;
         }
@@ -134,16 +134,16 @@ fn consume(
     let mut need = 0usize; // bytes the next frame needs, when known
     loop {
         let result = if need > 0 {
-            reader.read_at_least_blocking(need)
+            packetpipe::block_on(reader.read_at_least(need))
         } else {
             reader.read_blocking()
         };
         let result = result.map_err(|e| e.to_string())?;
-        let (mut left, done) = (result.buffer().len(), result.is_completed());
+        let (mut left, done) = (result.buffer.len(), result.is_completed);
         need = 0;
         while left >= 4 {
             let mut header = [0u8; 4];
-            let buffer = reader.last_read().expect("just read").buffer();
+            let buffer = reader.last_read().expect("just read").buffer;
             buffer
                 .copy_prefix_to(&mut header)
                 .map_err(|e| e.to_string())?;
@@ -182,7 +182,10 @@ fn main() {
         .unwrap_or(400);
     let total = megabytes * 1_000_000;
     let pool = Pool::new();
-    let (writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     println!("packetpipe demo: streaming {megabytes} MB of length-prefixed frames (16 B .. 256 KiB) writer -> reader thread");
 
     let progress = Arc::new(Progress::default());

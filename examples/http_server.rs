@@ -220,8 +220,9 @@ impl Http {
         let len = buffer.len().min(self.limits.max_head);
         // httparse wants one slice: the first segment when it holds the bytes (the common case),
         // else a copy in the scratch buffer.
-        let bytes = if buffer.first_chunk().len() >= len {
-            &buffer.first_chunk()[..len]
+        let first = buffer.segments().next().unwrap_or_default();
+        let bytes = if first.len() >= len {
+            &first[..len]
         } else {
             self.scratch.resize(len, 0);
             buffer
@@ -639,7 +640,7 @@ pub async fn drain(requests: Frames<Http>) -> Result<(), FrameError> {
     let mut reader = requests.into_inner();
     loop {
         let read = reader.read_buffer().await?;
-        let (len, done) = (read.buffer().len(), read.is_completed());
+        let (len, done) = (read.buffer.len(), read.is_completed);
         reader.advance_to(len, len)?;
         if done {
             return Ok(());

@@ -27,7 +27,7 @@ use futures::Stream;
 use packetpipe::frame::{DecodeBuf, Decoded, Decoder, FrameError, Frames};
 use packetpipe::io::{ConnectionOptions, DuplexPipe};
 use packetpipe::pipe::{PipeOptions, PipeWriter, DEFAULT_COPY_THRESHOLD};
-use packetpipe::{Packet, PacketChain};
+use packetpipe::{ByteSegments, Packet, PacketChain};
 use tokio::net::TcpStream;
 
 use super::command::Args;
@@ -53,17 +53,17 @@ pub const COPY_OUT_UP_TO: usize = 1024;
 /// waiting), up to 64 segments per vectored write.
 pub fn connection_options() -> ConnectionOptions {
     ConnectionOptions::new()
-        .input(
-            PipeOptions::new()
-                .min_segment_size(READ_SEGMENT)
-                .pause_threshold(1 << 20)
-                .resume_threshold(512 << 10),
-        )
-        .output(
-            PipeOptions::new()
-                .pause_threshold(1 << 20)
-                .resume_threshold(512 << 10),
-        )
+        .input(PipeOptions {
+            min_segment_size: READ_SEGMENT,
+            pause_threshold: 1 << 20,
+            resume_threshold: 512 << 10,
+            ..Default::default()
+        })
+        .output(PipeOptions {
+            pause_threshold: 1 << 20,
+            resume_threshold: 512 << 10,
+            ..Default::default()
+        })
         .max_write_segments(64)
 }
 
@@ -124,7 +124,7 @@ impl RespDecoder {
         batch: &mut PipeBatch,
     ) -> Result<(), FrameError> {
         let threshold = self.copy_threshold;
-        let in_first_segment = buf.buffer().chunks().next().map_or(0, <[u8]>::len) >= end;
+        let in_first_segment = buf.buffer().segments().next().map_or(0, <[u8]>::len) >= end;
         if in_first_segment || batch.spans.iter().all(|span| span.len() <= threshold) {
             // Copied into a fitted block up to the threshold (or when small arguments span
             // segments), shared zero-copy above it when it lies in one segment.
@@ -157,7 +157,7 @@ impl Decoder for RespDecoder {
         let mut batch = self.spare.take().unwrap_or_default();
         batch.copy_threshold = self.copy_threshold;
         let buffer = buf.buffer();
-        let first = buffer.chunks().next().unwrap_or(&[]);
+        let first = buffer.segments().next().unwrap_or(&[]);
         let (spans, entries) = (&mut batch.spans, &mut batch.requests.entries);
         let (end, stop) = if first.len() == buffer.len() {
             // One segment (the common case): parse it as a slice.
@@ -455,7 +455,7 @@ impl Transport for PipeTransport {
             .writer
             .poll_flush_pipe(cx)
             .map(|result| match result {
-                Ok(flushed) if flushed.is_completed() => Err(io::ErrorKind::BrokenPipe.into()),
+                Ok(flushed) if flushed.is_completed => Err(io::ErrorKind::BrokenPipe.into()),
                 Ok(_) => Ok(()),
                 Err(e) => Err(e.into()),
             })

@@ -15,6 +15,7 @@
 //! last two are compared on the same input too.
 #![allow(dead_code)] // each driver uses part of it
 
+use packetpipe::ByteSegments;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -225,7 +226,10 @@ where
     D: packetpipe::frame::Decoder<Error = FrameError>,
     D::Item: FrameBytes,
 {
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let mut frames = Frames::new(reader, decoder);
     let waker = Waker::from(Arc::new(Noop));
     let mut cx = Context::from_waker(&waker);
@@ -458,7 +462,10 @@ pub fn check_delimited_any(
             .encode(*chunk, &mut theirs)
             .expect("AnyDelimiterCodec encodes any text");
     }
-    let (pipe_writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (pipe_writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let mut out = FrameWriter::new(pipe_writer, ours);
     for (i, chunk) in chunks.iter().enumerate() {
         // The copying path (`&str`, `&[u8]`) and the zero-copy one (`Packet`) in turn.
@@ -471,7 +478,7 @@ pub fn check_delimited_any(
         }
     }
     out.into_inner().complete();
-    let encoded = reader.read_blocking().unwrap().buffer().to_vec();
+    let encoded = reader.read_blocking().unwrap().buffer.to_vec();
     assert_eq!(encoded, theirs.to_vec(), "encoding, writer {writer:?}");
 }
 
@@ -503,7 +510,10 @@ pub fn check_passthrough(bytes: &[u8], sizes: &[usize]) {
 
     let mut codec = BytesCodec::new();
     let mut encoded = BytesMut::new();
-    let (pipe_writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (pipe_writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let mut out = FrameWriter::new(pipe_writer, Passthrough);
     for (i, segment) in cut.iter().enumerate() {
         codec
@@ -517,7 +527,7 @@ pub fn check_passthrough(bytes: &[u8], sizes: &[usize]) {
     }
     out.into_inner().complete();
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().to_vec(), encoded.to_vec());
+    assert_eq!(result.buffer.to_vec(), encoded.to_vec());
 }
 
 /// The fuzz target's input decoder (stable, so committed inputs keep their meaning):

@@ -67,7 +67,10 @@ fn drain_batch<B: Batch>(batch: &mut B, out: &mut Vec<Outcome>) {
 
 /// The packetpipe decoder: each piece appended and flushed, then every complete request decoded.
 fn through_pipe(pieces: &[&[u8]]) -> Vec<Outcome> {
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let mut frames = Frames::new(reader, RespDecoder::new(config()));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     let mut out = Vec::new();

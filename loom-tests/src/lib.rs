@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use packetpipe::pipe::{PipeOptions, PipeReader, PipeWriter};
-use packetpipe::Pool;
+use packetpipe::{ByteSegments, Pool};
 
 /// Wakes a [`block_on`] through a loom `Notify`.
 struct NotifyWaker(loom::sync::Notify);
@@ -104,8 +104,8 @@ pub fn read_to_end(reader: &mut PipeReader, want: usize) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
     loop {
         let result = block_on(reader.read_buffer()).expect("read");
-        let bytes = result.buffer().to_vec();
-        let completed = result.is_completed();
+        let bytes = result.buffer.to_vec();
+        let completed = result.is_completed;
         got.extend_from_slice(&bytes);
         let n = bytes.len();
         reader.advance_to(n, n).expect("advance");

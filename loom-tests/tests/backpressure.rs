@@ -6,7 +6,11 @@ use packetpipe::pipe::PipeOptions;
 use packetpipe_loom_tests::{block_on, pipe};
 
 fn options() -> PipeOptions {
-    PipeOptions::new().pause_threshold(4).resume_threshold(2)
+    PipeOptions {
+        pause_threshold: 4,
+        resume_threshold: 2,
+        ..Default::default()
+    }
 }
 
 /// A flush that reaches the pause threshold (4 bytes unexamined) waits until the reader examines
@@ -19,7 +23,7 @@ fn paused_flush_resumes_model() {
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             let first = block_on(writer.flush_pipe()).unwrap();
-            assert!(!first.is_completed() && !first.is_canceled(), "{first:?}");
+            assert!(!first.is_completed && !first.is_canceled, "{first:?}");
             writer.append(&b"e"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();
             writer
@@ -51,11 +55,11 @@ fn reader_completion_wakes_paused_flush() {
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             let result = block_on(writer.flush_pipe()).unwrap();
-            assert!(result.is_completed(), "{result:?}");
-            assert!(!result.is_canceled(), "{result:?}");
+            assert!(result.is_completed, "{result:?}");
+            assert!(!result.is_canceled, "{result:?}");
             writer
         });
-        let len = block_on(reader.read_buffer()).unwrap().buffer().len();
+        let len = block_on(reader.read_buffer()).unwrap().buffer.len();
         assert!(len > 0);
         reader.complete();
         drop(producer.join().unwrap());

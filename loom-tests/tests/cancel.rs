@@ -3,6 +3,7 @@
 
 use loom::thread;
 use packetpipe::pipe::PipeOptions;
+use packetpipe::ByteSegments;
 use packetpipe_loom_tests::{block_on, pipe};
 
 /// A third thread cancels the reader's read while the writer flushes one byte: the read that is
@@ -11,7 +12,10 @@ use packetpipe_loom_tests::{block_on, pipe};
 /// done finds no cancel left), no cancel is lost and no read is left waiting (a loom deadlock).
 fn cancel_read_model() {
     loom::model(|| {
-        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         let canceler = reader.canceler();
         let cancel = thread::spawn(move || canceler.cancel_pending_read());
         let producer = thread::spawn(move || {
@@ -23,11 +27,11 @@ fn cancel_read_model() {
         let mut got = Vec::new();
         while canceled == 0 || got.is_empty() {
             let result = block_on(reader.read_buffer()).unwrap();
-            assert!(!result.is_completed());
-            if result.is_canceled() {
+            assert!(!result.is_completed);
+            if result.is_canceled {
                 canceled += 1;
             }
-            let bytes = result.buffer().to_vec();
+            let bytes = result.buffer.to_vec();
             got.extend_from_slice(&bytes);
             reader.advance_to(bytes.len(), bytes.len()).unwrap();
         }
@@ -62,32 +66,35 @@ fn cancel_pending_read_exactly_once() {
 #[cfg(not(packetpipe_mutant))]
 fn cancel_pending_flush_exactly_once() {
     loom::model(|| {
-        let (mut writer, mut reader) =
-            pipe(PipeOptions::new().pause_threshold(4).resume_threshold(2));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 4,
+            resume_threshold: 2,
+            ..Default::default()
+        });
         let canceler = writer.canceler();
         let cancel = thread::spawn(move || canceler.cancel_pending_flush());
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             let result = block_on(writer.flush_pipe()).unwrap();
-            assert!(!result.is_completed());
-            (writer, result.is_canceled())
+            assert!(!result.is_completed);
+            (writer, result.is_canceled)
         });
         let result = block_on(reader.read_buffer()).unwrap();
-        assert_eq!(result.buffer().to_vec(), b"abcd");
+        assert_eq!(result.buffer.to_vec(), b"abcd");
         reader.advance_to(4, 4).unwrap();
         cancel.join().unwrap();
         let (mut writer, first_canceled) = producer.join().unwrap();
         // Not paused now (the reader examined everything): this flush returns at once, canceled
         // only if the cancel was not consumed by the first.
         let next = block_on(writer.flush_pipe()).unwrap();
-        assert!(!next.is_completed());
+        assert!(!next.is_completed);
         assert!(
-            first_canceled != next.is_canceled(),
+            first_canceled != next.is_canceled,
             "canceled flushes: {first_canceled} then {}",
-            next.is_canceled()
+            next.is_canceled
         );
         assert!(
-            !block_on(writer.flush_pipe()).unwrap().is_canceled(),
+            !block_on(writer.flush_pipe()).unwrap().is_canceled,
             "a cancel reported twice"
         );
     });

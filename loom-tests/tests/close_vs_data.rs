@@ -3,6 +3,7 @@
 
 use loom::thread;
 use packetpipe::pipe::{PipeOptions, PipeReader, PipeWriter};
+use packetpipe::ByteSegments;
 use packetpipe_loom_tests::Hold;
 use packetpipe_loom_tests::{block_on, pipe};
 
@@ -20,7 +21,10 @@ enum End {
 /// reader waiting for data is woken by the end.
 fn end_after_data_model(end: End) {
     loom::model(move || {
-        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             writer.append(&b"ab"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();
@@ -57,8 +61,8 @@ fn read_until_end(reader: &mut PipeReader) -> (Vec<u8>, Option<String>) {
                 return (got, Some(source.unwrap_or_else(|| e.to_string())));
             }
         };
-        let bytes = result.buffer().to_vec();
-        let completed = result.is_completed();
+        let bytes = result.buffer.to_vec();
+        let completed = result.is_completed;
         got.extend_from_slice(&bytes);
         reader.advance_to(bytes.len(), bytes.len()).unwrap();
         if completed {

@@ -6,6 +6,7 @@
 
 use loom::thread;
 use packetpipe::pipe::PipeOptions;
+use packetpipe::ByteSegments;
 use packetpipe::Pool;
 use packetpipe_loom_tests::{block_on, pipe};
 
@@ -18,10 +19,12 @@ fn compaction_races_flush_and_reclaim() {
             .build()
             .unwrap();
         // 8 KiB segments: one byte in one is worth moving (more than 4 x 1 KiB).
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(8192)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: 0,
+            min_segment_size: 8192,
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
             for part in [&b"a"[..], b"bc"] {
@@ -32,7 +35,7 @@ fn compaction_races_flush_and_reclaim() {
         });
         let got = {
             let result = block_on(reader.read_at_least(3)).unwrap();
-            result.buffer().to_vec()
+            result.buffer.to_vec()
         };
         assert_eq!(got, b"abc");
         producer.join().unwrap();

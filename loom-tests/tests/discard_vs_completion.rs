@@ -18,10 +18,12 @@ fn writer_discards_while_reader_completes() {
             .max_class_size(64)
             .build()
             .unwrap();
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(64)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: 0,
+            min_segment_size: 64,
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
         let (mut writer, mut reader) = pipe(options);
         let packet = pool.copy_from_slice(b"pk").unwrap();
         let producer = thread::spawn(move || {

@@ -2,6 +2,7 @@
 //! Futures dropped while waiting (as in a `select!`) and the next one polled with another waker:
 //! the new waker must be the one woken.
 
+use packetpipe::ByteSegments;
 use std::pin::pin;
 use std::task::Poll;
 
@@ -13,7 +14,10 @@ use packetpipe_loom_tests::{block_on, pipe, poll_once};
 /// another waker: the writer's flush wakes the new one. A stale waker is a loom deadlock.
 fn read_dropped_then_repolled_model() {
     loom::model(|| {
-        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             writer.append(&b"ab"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();
@@ -22,13 +26,13 @@ fn read_dropped_then_repolled_model() {
         let first = {
             let mut read = pin!(reader.read_buffer());
             match poll_once(read.as_mut()) {
-                Poll::Ready(result) => Some(result.unwrap().buffer().to_vec()),
+                Poll::Ready(result) => Some(result.unwrap().buffer.to_vec()),
                 Poll::Pending => None, // dropped while waiting
             }
         };
         let got = match first {
             Some(bytes) => bytes,
-            None => block_on(reader.read_buffer()).unwrap().buffer().to_vec(),
+            None => block_on(reader.read_buffer()).unwrap().buffer.to_vec(),
         };
         assert_eq!(got, b"ab");
         drop(producer.join().unwrap());
@@ -39,8 +43,11 @@ fn read_dropped_then_repolled_model() {
 /// the reader's advance wakes the new one.
 fn flush_dropped_then_repolled_model() {
     loom::model(|| {
-        let (mut writer, mut reader) =
-            pipe(PipeOptions::new().pause_threshold(2).resume_threshold(1));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 2,
+            resume_threshold: 1,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             {
@@ -48,10 +55,7 @@ fn flush_dropped_then_repolled_model() {
                 let _ = poll_once(flush.as_mut()); // published; paused or not, then dropped
             }
             let result = block_on(writer.flush_pipe()).unwrap();
-            assert!(
-                !result.is_completed() && !result.is_canceled(),
-                "{result:?}"
-            );
+            assert!(!result.is_completed && !result.is_canceled, "{result:?}");
             writer
         });
         let (got, _) = packetpipe_loom_tests::read_to_end(&mut reader, 4);

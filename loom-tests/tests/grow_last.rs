@@ -25,10 +25,12 @@ fn pool() -> Pool {
 fn model(write: fn(&mut packetpipe::pipe::PipeWriter)) {
     loom::model(move || {
         let pool = pool();
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(64)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: 0,
+            min_segment_size: 64,
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
             write(&mut writer);

@@ -25,10 +25,12 @@ fn one_block_pool() -> Pool {
 fn flushes_race_release(parts: &'static [&'static [u8]]) {
     loom::model(move || {
         let pool = one_block_pool();
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(64)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: 0,
+            min_segment_size: 64,
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
             for part in parts {
@@ -87,10 +89,12 @@ fn seal_credits_travel_with_the_parked_block() {
 fn reader_completion_races_park_and_reclaim() {
     loom::model(|| {
         let pool = one_block_pool();
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(64)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: 0,
+            min_segment_size: 64,
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
             writer.write_slice(b"ab").unwrap();

@@ -10,7 +10,10 @@ use packetpipe_loom_tests::{block_on, pipe};
 /// it), so only the publish wake can end each wait: a lost wakeup is a loom deadlock.
 fn flushes_arrive_in_order_model() {
     loom::model(|| {
-        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             writer.append(&b"ab"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();

@@ -3,6 +3,7 @@
 
 use loom::thread;
 use packetpipe::pipe::PipeOptions;
+use packetpipe::ByteSegments;
 use packetpipe_loom_tests::{block_on, pipe};
 
 /// The reader waits for 6 bytes while the writer's first flush (4 bytes, the pause threshold)
@@ -13,22 +14,22 @@ use packetpipe_loom_tests::{block_on, pipe};
 #[test]
 fn read_at_least_lifts_backpressure() {
     loom::model(|| {
-        let (mut writer, mut reader) =
-            pipe(PipeOptions::new().pause_threshold(4).resume_threshold(2));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 4,
+            resume_threshold: 2,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();
             writer.append(&b"ef"[..]).unwrap();
             let second = block_on(writer.flush_pipe()).unwrap();
-            assert!(
-                !second.is_completed() && !second.is_canceled(),
-                "{second:?}"
-            );
+            assert!(!second.is_completed && !second.is_canceled, "{second:?}");
             writer
         });
         let result = block_on(reader.read_at_least(6)).unwrap();
-        assert!(!result.is_completed() && !result.is_canceled());
-        assert_eq!(result.buffer().to_vec(), b"abcdef");
+        assert!(!result.is_completed && !result.is_canceled);
+        assert_eq!(result.buffer.to_vec(), b"abcdef");
         reader.advance_to(6, 6).unwrap();
         drop(producer.join().unwrap());
     });
@@ -41,7 +42,10 @@ fn read_at_least_lifts_backpressure() {
 #[test]
 fn read_at_least_wake_filter_loses_no_wakeup() {
     loom::model(|| {
-        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(0));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             for part in [&b"ab"[..], b"cd", b"e"] {
                 writer.append(part).unwrap();
@@ -49,12 +53,12 @@ fn read_at_least_wake_filter_loses_no_wakeup() {
             }
             writer
         });
-        let first = block_on(reader.read_at_least(4)).unwrap().buffer().to_vec();
+        let first = block_on(reader.read_at_least(4)).unwrap().buffer.to_vec();
         assert!(first.len() >= 4, "{first:?}");
         let len = first.len();
         reader.advance_to(len, len).unwrap();
         if len < 5 {
-            let rest = block_on(reader.read_buffer()).unwrap().buffer().to_vec();
+            let rest = block_on(reader.read_buffer()).unwrap().buffer.to_vec();
             assert_eq!(rest, b"e");
         }
         drop(producer.join().unwrap());

@@ -4,6 +4,7 @@
 
 use loom::thread;
 use packetpipe::pipe::PipeOptions;
+use packetpipe::ByteSegments;
 use packetpipe::Error;
 use packetpipe_loom_tests::{block_on, pipe};
 
@@ -12,7 +13,10 @@ use packetpipe_loom_tests::{block_on, pipe};
 /// the 3 bytes are still there for a plain read.
 fn failing_writer_ends_read_at_least_model() {
     loom::model(|| {
-        let (mut writer, mut reader) = pipe(PipeOptions::new().pause_threshold(4));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 4,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             writer.append(&b"abc"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();
@@ -23,12 +27,12 @@ fn failing_writer_ends_read_at_least_model() {
             Err(other) => panic!("unexpected error {other:?}"),
             Ok(result) => panic!(
                 "expected the writer's error, got {} bytes (completed {}, canceled {})",
-                result.buffer().len(),
-                result.is_completed(),
-                result.is_canceled()
+                result.buffer.len(),
+                result.is_completed,
+                result.is_canceled
             ),
         }
-        let bytes = block_on(reader.read_buffer()).unwrap().buffer().to_vec();
+        let bytes = block_on(reader.read_buffer()).unwrap().buffer.to_vec();
         assert_eq!(bytes, b"abc");
         producer.join().unwrap();
     });
@@ -55,19 +59,22 @@ fn mutant_short_read_at_least() {
 #[cfg(not(packetpipe_mutant))]
 fn cancel_ends_read_at_least_and_its_lift() {
     loom::model(|| {
-        let (mut writer, mut reader) =
-            pipe(PipeOptions::new().pause_threshold(2).resume_threshold(1));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 2,
+            resume_threshold: 1,
+            ..Default::default()
+        });
         let canceler = reader.canceler();
         let cancel = thread::spawn(move || canceler.cancel_pending_read());
         let result = block_on(reader.read_at_least(10)).unwrap();
-        assert!(result.is_canceled());
-        assert!(result.buffer().is_empty());
+        assert!(result.is_canceled);
+        assert!(result.buffer.is_empty());
         reader.advance_to(0, 0).unwrap();
         cancel.join().unwrap();
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             let flushed = block_on(writer.flush_pipe()).unwrap();
-            assert!(!flushed.is_canceled() && !flushed.is_completed());
+            assert!(!flushed.is_canceled && !flushed.is_completed);
             writer
         });
         let (got, _) = packetpipe_loom_tests::read_to_end(&mut reader, 4);

@@ -11,13 +11,16 @@ use packetpipe_loom_tests::{block_on, pipe};
 /// `advance_to`), which must wake the writer every time. A missed wake is a loom deadlock.
 fn take_frame_resumes_paused_flushes_model() {
     loom::model(|| {
-        let (mut writer, mut reader) =
-            pipe(PipeOptions::new().pause_threshold(2).resume_threshold(1));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 2,
+            resume_threshold: 1,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             for frame in [&b"ab"[..], &b"cd"[..]] {
                 writer.append(frame).unwrap();
                 let flushed = block_on(writer.flush_pipe()).unwrap();
-                assert!(!flushed.is_completed() && !flushed.is_canceled());
+                assert!(!flushed.is_completed && !flushed.is_canceled);
             }
             writer
         });
@@ -51,13 +54,16 @@ fn mutant_take_frame_no_wake() {
 /// each of two pause cycles (the second starts from the first cycle's skip point).
 fn take_frame_skips_checks_only_while_the_writer_must_wait_model() {
     loom::model(|| {
-        let (mut writer, mut reader) =
-            pipe(PipeOptions::new().pause_threshold(4).resume_threshold(2));
+        let (mut writer, mut reader) = pipe(PipeOptions {
+            pause_threshold: 4,
+            resume_threshold: 2,
+            ..Default::default()
+        });
         let producer = thread::spawn(move || {
             for frames in [&b"abcd"[..], &b"efgh"[..]] {
                 writer.append(frames).unwrap();
                 let flushed = block_on(writer.flush_pipe()).unwrap();
-                assert!(!flushed.is_completed() && !flushed.is_canceled());
+                assert!(!flushed.is_completed && !flushed.is_canceled);
             }
             writer
         });
@@ -65,7 +71,7 @@ fn take_frame_skips_checks_only_while_the_writer_must_wait_model() {
         for _ in 0..2 {
             // A plain read (a `read_at_least` would lift the pause and wake the writer itself):
             // the writer's 4 bytes arrive in one flush.
-            assert_eq!(block_on(reader.read_buffer()).unwrap().buffer().len(), 4);
+            assert_eq!(block_on(reader.read_buffer()).unwrap().buffer.len(), 4);
             for _ in 0..4 {
                 frames.push(reader.take_frame(1).unwrap()[0]);
             }

@@ -20,10 +20,12 @@ fn writer_tail_vs_reader_head() {
             .max_class_size(64)
             .build()
             .unwrap();
-        let options = PipeOptions::new()
-            .pause_threshold(0)
-            .min_segment_size(64)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: 0,
+            min_segment_size: 64,
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
         let (mut writer, mut reader) = pipe(options);
         let producer = thread::spawn(move || {
             writer.write_slice(b"ab").unwrap();

@@ -242,7 +242,10 @@ where
     D::Item: Len,
 {
     fn new(decoder: D) -> PipeSync<D> {
-        let (writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+        let (writer, reader) = pipe_with(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         PipeSync {
             writer,
             frames: Frames::new(reader, decoder),

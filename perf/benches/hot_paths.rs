@@ -44,7 +44,7 @@ fn read_advance(reader: &mut PipeReader) {
         .try_read()
         .expect("open")
         .expect("flushed bytes are there")
-        .buffer()
+        .buffer
         .len();
     reader.advance_to(len, len).expect("advance");
 }
@@ -54,7 +54,7 @@ fn read_advance(reader: &mut PipeReader) {
 fn flush(writer: &mut PipeWriter) {
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     match writer.poll_flush_pipe(&mut cx) {
-        Poll::Ready(result) => assert!(!result.expect("flush").is_completed()),
+        Poll::Ready(result) => assert!(!result.expect("flush").is_completed),
         Poll::Pending => unreachable!("these paths never pause"),
     }
 }
@@ -86,7 +86,10 @@ fn run(path: &str, n: usize) {
             }
         }
         "flush_unpaused" => {
-            let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(1 << 30));
+            let (mut writer, mut reader) = pipe_with(PipeOptions {
+                pause_threshold: 1 << 30,
+                ..Default::default()
+            });
             for i in 0..n {
                 writer.write_slice(black_box(&[1u8; 8])).expect("write");
                 flush(&mut writer);

@@ -100,7 +100,7 @@ fn read_all(reader: &mut PipeReader) -> usize {
         .try_read()
         .expect("read")
         .expect("flushed bytes are ready")
-        .buffer()
+        .buffer
         .len();
     reader.advance_to(len, len).expect("advance");
     len
@@ -110,11 +110,11 @@ fn read_all(reader: &mut PipeReader) -> usize {
 /// rather than 64 KiB, so that a 64 KiB frame flushed before its read does not pause the flush
 /// (the check stays on the path, unlike with backpressure disabled).
 fn same_thread_pipe() -> (PipeWriter, PipeReader) {
-    pipe_with(
-        PipeOptions::new()
-            .pause_threshold(1 << 20)
-            .resume_threshold(512 << 10),
-    )
+    pipe_with(PipeOptions {
+        pause_threshold: 1 << 20,
+        resume_threshold: 512 << 10,
+        ..Default::default()
+    })
 }
 
 fn frame(size: usize) -> Vec<u8> {
@@ -208,7 +208,7 @@ fn pipe_append(c: &mut Criterion) {
             b.iter(|| {
                 writer.append(pooled.clone()).expect("append");
                 black_box(writer.flush_blocking().expect("flush"));
-                let len = reader.read_blocking().expect("read").buffer().len();
+                let len = reader.read_blocking().expect("read").buffer.len();
                 reader.advance_to(len, len).expect("advance");
             })
         });
@@ -241,9 +241,9 @@ fn pipe_write(c: &mut Criterion) {
         let (mut writer, mut reader) = same_thread_pipe();
         group.bench_function("buffer_mut_advance", |b| {
             b.iter(|| {
-                let space = writer.buffer_mut(size).expect("buffer");
+                let space = writer.spare_mut(size).expect("buffer");
                 space[..size].copy_from_slice(black_box(&src[..]));
-                writer.advance(size).expect("advance");
+                writer.commit(size).expect("advance");
                 flush_ready(&mut writer, &mut cx);
                 black_box(read_all(&mut reader));
             })
@@ -393,7 +393,7 @@ fn pipe_consumer(mut reader: PipeReader, size: usize) -> impl FnMut(u64) + Send 
         let target = frames * size as u64;
         let mut got = 0u64;
         while got < target {
-            let len = reader.read_blocking().expect("read").buffer().len();
+            let len = reader.read_blocking().expect("read").buffer.len();
             reader.advance_to(len, len).expect("advance");
             got += len as u64;
         }
@@ -489,7 +489,7 @@ fn take_frames(
             .try_read()
             .expect("read")
             .expect("flushed")
-            .buffer()
+            .buffer
             .len();
         let frames = ((available / size) as u64).min(left);
         let start = Instant::now();
@@ -498,7 +498,7 @@ fn take_frames(
         }
         total += start.elapsed();
         left -= frames;
-        let rest = reader.last_read().expect("read").buffer().len();
+        let rest = reader.last_read().expect("read").buffer.len();
         reader.advance_to(rest, rest).expect("advance");
     }
     total
@@ -512,11 +512,11 @@ fn take_frame(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("take_frame/{label}"));
         for (name, threshold) in [("share", 0), ("copy", usize::MAX)] {
             // No backpressure: a batch stages several MiB before the reader takes any of it.
-            let (mut writer, mut reader) = pipe_with(
-                PipeOptions::new()
-                    .pause_threshold(0)
-                    .copy_threshold(threshold),
-            );
+            let (mut writer, mut reader) = pipe_with(PipeOptions {
+                pause_threshold: 0,
+                copy_threshold: threshold,
+                ..Default::default()
+            });
             group.bench_function(name, |b| {
                 b.iter_custom(|iters| {
                     take_frames(&mut writer, &mut reader, &source, size, iters, &mut cx)

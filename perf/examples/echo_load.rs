@@ -419,7 +419,7 @@ async fn report_usage(mut pipe: packetpipe::io::DuplexPipe) {
         let Ok(read) = pipe.reader.read_buffer().await else {
             return;
         };
-        let (n, done) = (read.buffer().len(), read.is_completed());
+        let (n, done) = (read.buffer.len(), read.is_completed);
         for _ in 0..n {
             let usage = usage_of_this_thread();
             pipe.writer.write_slice(&usage.to_bytes()).unwrap();

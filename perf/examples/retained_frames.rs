@@ -119,11 +119,11 @@ fn run_packet(size: usize, frames: usize) -> PerFrame {
 fn run_packet_keeping(size: usize, frames: usize, every: usize) -> PerFrame {
     let frame: Vec<u8> = (0..size).map(|i| i as u8).collect();
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(1 << 30),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: 1 << 30,
+        ..Default::default()
+    });
     let mut kept: Vec<Packet> = Vec::with_capacity(frames);
     let mut left = frames;
     let mut rounds = Vec::new();

@@ -32,7 +32,7 @@ fn main() -> Result<(), packetpipe::Error> {
     let mut received = 0;
     loop {
         let result = reader.read_blocking()?;
-        let (len, done) = (result.buffer().len(), result.is_completed());
+        let (len, done) = (result.buffer.len(), result.is_completed);
         reader.advance_to(len, len)?;
         received += len;
         if done {

@@ -79,10 +79,10 @@ pub fn put_copied(
     tail: &(impl ByteSegments + ?Sized),
 ) -> Result<(), FrameError> {
     let total = head.len() + tail.byte_len();
-    let space = dst.buffer_mut(total)?;
+    let space = dst.spare_mut(total)?;
     space[..head.len()].copy_from_slice(head);
     tail.copy_prefix_to(&mut space[head.len()..total])?;
-    dst.advance(total)?;
+    dst.commit(total)?;
     Ok(())
 }
 
@@ -295,7 +295,7 @@ impl<E> FrameWriter<E> {
         loop {
             let done = self.feed_batch(&mut items)?;
             let result = self.flush_blocking()?;
-            if done || result.is_completed() || result.is_canceled() {
+            if done || result.is_completed || result.is_canceled {
                 return Ok(result);
             }
         }
@@ -522,7 +522,7 @@ fn poll_flush_step<Er: From<FrameError>>(
     done: bool,
 ) -> Poll<Result<Option<FlushResult>, Er>> {
     let result = ready!(poll_flush_through(writer, connection, cx))?;
-    let stop = done || result.is_completed() || result.is_canceled();
+    let stop = done || result.is_completed || result.is_canceled;
     Poll::Ready(Ok(stop.then_some(result)))
 }
 

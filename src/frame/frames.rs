@@ -165,7 +165,7 @@ impl<D: Decoder> Frames<D> {
             // Read again before decoding (as `FramedRead` does), so a completion of the writer
             // since the last read is seen: examined everything, and at least one byte is there
             // unless the buffer was empty.
-            if let Some(len) = self.reader.last_read().map(|r| r.buffer().len()) {
+            if let Some(len) = self.reader.last_read().map(|r| r.buffer.len()) {
                 let _ = self.reader.advance_to(0, len);
             }
             self.state = State::Wait(1);
@@ -198,7 +198,7 @@ impl<D: Decoder> Frames<D> {
                         let at_end = self
                             .reader
                             .last_read()
-                            .is_some_and(|r| r.is_completed() && r.buffer().len() <= self.seen);
+                            .is_some_and(|r| r.is_completed && r.buffer.len() <= self.seen);
                         self.state = if at_end { State::Eof } else { State::Decode };
                     }
                     Poll::Ready(Err(e)) => {
@@ -327,7 +327,7 @@ impl<D> Frames<D> {
         if reader.last_read().is_none() {
             canceled = reader
                 .read_at_least_blocking(0)
-                .is_ok_and(|read| read.is_canceled());
+                .is_ok_and(|read| read.is_canceled);
         }
         let _ = reader.advance_to(0, 0);
         if canceled {

@@ -409,9 +409,9 @@ impl LengthDelimited {
         payload: Packet,
         dst: &mut PipeWriter,
     ) -> Result<(), FrameError> {
-        let space = dst.buffer_mut(header.len())?;
+        let space = dst.spare_mut(header.len())?;
         space[..header.len()].copy_from_slice(header);
-        dst.advance(header.len())?;
+        dst.commit(header.len())?;
         dst.append(payload)?;
         Ok(())
     }
@@ -605,9 +605,9 @@ impl Encoder<PacketChain> for LengthDelimited {
         if payload.len() <= self.builder.copy_payload_up_to {
             return put_copied(dst, &header[..n], &payload);
         }
-        let space = dst.buffer_mut(n)?;
+        let space = dst.spare_mut(n)?;
         space[..n].copy_from_slice(&header[..n]);
-        dst.advance(n)?;
+        dst.commit(n)?;
         while let Some(packet) = payload.pop_front() {
             dst.append(packet)?;
         }

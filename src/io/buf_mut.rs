@@ -42,14 +42,14 @@ unsafe impl BufMut for PipeWriter {
 
     #[inline]
     unsafe fn advance_mut(&mut self, cnt: usize) {
-        if let Err(e) = self.advance(cnt) {
+        if let Err(e) = self.commit(cnt) {
             panic!("{e}");
         }
     }
 
     #[inline]
     fn chunk_mut(&mut self) -> &mut UninitSlice {
-        match self.buffer_mut(1) {
+        match self.spare_mut(1) {
             Ok(space) => UninitSlice::new(space),
             Err(e) => panic!("{e}"),
         }

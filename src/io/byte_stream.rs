@@ -88,10 +88,10 @@ pub(crate) fn poll_flush(writer: &mut PipeWriter, cx: &mut Context<'_>) -> Poll<
         return Poll::Ready(Ok(()));
     }
     let result = ready!(writer.poll_flush_pipe(cx)).map_err(io_error)?;
-    if result.is_canceled() {
+    if result.is_canceled {
         return Poll::Ready(Err(io_error(Error::Canceled { operation: "flush" })));
     }
-    if result.is_completed() {
+    if result.is_completed {
         return Poll::Ready(Err(io_error(Error::ReaderGone)));
     }
     Poll::Ready(Ok(()))

@@ -38,8 +38,8 @@ pub struct DuplexPipe {
 /// use packetpipe::pipe::PipeOptions;
 ///
 /// let options = ConnectionOptions::new()
-///     .input(PipeOptions::new().pause_threshold(1 << 20).min_segment_size(16 * 1024))
-///     .output(PipeOptions::new().pause_threshold(256 * 1024))
+///     .input(PipeOptions { pause_threshold: 1 << 20, min_segment_size: 16 * 1024, ..Default::default() })
+///     .output(PipeOptions { pause_threshold: 256 * 1024, ..Default::default() })
 ///     .max_write_segments(32);
 /// # drop(options);
 /// ```
@@ -55,8 +55,8 @@ pub struct ConnectionOptions {
 impl Default for ConnectionOptions {
     fn default() -> ConnectionOptions {
         ConnectionOptions {
-            input: PipeOptions::new(),
-            output: PipeOptions::new(),
+            input: PipeOptions::default(),
+            output: PipeOptions::default(),
             max_write_segments: DEFAULT_MAX_WRITE_SEGMENTS,
             pumped: false,
             keep_blocks_idle: false,
@@ -65,7 +65,7 @@ impl Default for ConnectionOptions {
 }
 
 impl ConnectionOptions {
-    /// Default pipes both ways ([`PipeOptions::new`]), 16 segments per vectored write, the inline
+    /// Default pipes both ways ([`PipeOptions::default`]), 16 segments per vectored write, the inline
     /// transport.
     pub fn new() -> ConnectionOptions {
         ConnectionOptions::default()

@@ -115,7 +115,7 @@ impl DrainState {
                 let Some(read) = reader.last_read() else {
                     unreachable!("a ready read leaves its result")
                 };
-                let buffer = read.buffer();
+                let buffer = read.buffer;
                 if buffer.is_empty() {
                     // The writer completed and everything is written.
                     ready!(self.flush(cx, reader, sink))?;

@@ -93,7 +93,7 @@ impl FillState {
                 let result = std::task::ready!(writer.poll_flush_pipe(cx));
                 self.flushing = false;
                 match result {
-                    Ok(flushed) if flushed.is_completed() => return Poll::Ready(Ok(self.total)),
+                    Ok(flushed) if flushed.is_completed => return Poll::Ready(Ok(self.total)),
                     // Canceled: the bytes are published all the same; keep pumping.
                     Ok(_) => {}
                     Err(e) => return Poll::Ready(Err(io_error(e))),
@@ -112,7 +112,7 @@ impl FillState {
             }
             // Reuse the tail of the current block if at least half a segment is left.
             let hint = (writer.min_segment_size() / 2).max(1);
-            let space = match writer.buffer_mut(hint) {
+            let space = match writer.spare_mut(hint) {
                 Ok(space) => space,
                 Err(e) => return Poll::Ready(Err(fail(writer, io_error(e)))),
             };
@@ -137,7 +137,7 @@ impl FillState {
                         );
                         return Poll::Ready(Err(fail(writer, e)));
                     }
-                    writer.advance(n).map_err(io_error)?;
+                    writer.commit(n).map_err(io_error)?;
                     self.total += n as u64;
                     self.flushing = true;
                     // A short read drained the source: wait for it before renting again.

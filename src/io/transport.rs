@@ -329,8 +329,8 @@ impl Output {
             let (completed, written) = match self.reader.try_read() {
                 Ok(None) => return Poll::Ready(()),
                 Ok(Some(read)) => {
-                    let completed = read.is_completed();
-                    let buffer = read.buffer();
+                    let completed = read.is_completed;
+                    let buffer = read.buffer;
                     if buffer.is_empty() {
                         (completed, None)
                     } else if self.max_segments <= SMALL_WRITE {

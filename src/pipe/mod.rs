@@ -14,12 +14,12 @@
 //! let mut sum = 0u64;
 //! loop {
 //!     let result = reader.read_blocking()?;
-//!     let mut cursor = result.buffer().cursor();
-//!     let whole = result.buffer().len() / 4 * 4;
+//!     let mut cursor = result.buffer.cursor();
+//!     let whole = result.buffer.len() / 4 * 4;
 //!     for _ in 0..whole / 4 {
 //!         sum += u64::from(bytes::Buf::get_u32(&mut cursor));
 //!     }
-//!     let (len, done) = (result.buffer().len(), result.is_completed());
+//!     let (len, done) = (result.buffer.len(), result.is_completed);
 //!     reader.advance_to(whole, len)?;
 //!     if done {
 //!         break;
@@ -90,8 +90,8 @@
 //! few unconsumed bytes (a partial request) in blocks much larger than them (a 256 KiB receive
 //! block holding 1 byte) copies them into one fitted pooled block, puts it in place of their
 //! packets in the queue (the consumer's own published nodes: no new cross-thread step) and sends
-//! the writer's parked block home as an idle reader does ([`COMPACT_UP_TO`], [`COMPACT_RATIO`];
-//! [`PipeReader::compactions`] counts them). The other designs: receiving into small blocks
+//! the writer's parked block home as an idle reader does (when the bytes are at most 16 KiB and the
+//! blocks holding them more than 4 times larger, and larger than 4 KiB). The other designs: receiving into small blocks
 //! first and growing the receive size with the data would cost every large frame more system
 //! calls and segments, and the writer (or the transport) cannot know whether the parser will
 //! wait; copying every small frame out at once (`take_frame`'s copy threshold) already happens
@@ -107,6 +107,8 @@
 
 mod blocking;
 pub use blocking::block_on;
+#[cfg(test)]
+mod compaction_tests;
 mod input;
 mod local;
 mod options;
@@ -122,8 +124,8 @@ mod writer;
 
 pub use options::{PipeOptions, DEFAULT_COPY_THRESHOLD};
 pub use read_buffer::{Chunks, ReadBuffer, ReadCursor};
-pub use read_until::{ReadUntil, Until};
-pub use reader::{PipeReader, Read, ReadResult, COMPACT_RATIO, COMPACT_UP_TO};
+pub use read_until::{ReadUntil, ReadUntilResult};
+pub use reader::{PipeReader, ReadFuture, ReadResult};
 pub use state::PipeCanceler;
 pub use writer::{Flush, FlushResult, PipeWriter};
 
@@ -139,15 +141,15 @@ pub fn pipe() -> (PipeWriter, PipeReader) {
 /// segment size and copy threshold do. `keep_idle`: it keeps its receive block while it waits.
 pub(crate) fn local_reader(options: PipeOptions, keep_idle: bool) -> PipeReader {
     let state = Arc::new(state::PipeState::new(
-        options.pause_threshold,
-        options.resume_threshold,
+        options.pause_threshold as u64,
+        options.resume_threshold as u64,
     ));
     let pool = options.resolved_pool();
     PipeReader::new_local(
         state,
         pool,
         options.copy_threshold,
-        options.min_segment_size,
+        options.segment_size(),
         keep_idle,
     )
 }
@@ -156,15 +158,15 @@ pub(crate) fn local_reader(options: PipeOptions, keep_idle: bool) -> PipeReader 
 pub fn pipe_with(options: PipeOptions) -> (PipeWriter, PipeReader) {
     let (producer, consumer) = queue::queue();
     let state = Arc::new(state::PipeState::new(
-        options.pause_threshold,
-        options.resume_threshold,
+        options.pause_threshold as u64,
+        options.resume_threshold as u64,
     ));
     let pool = options.resolved_pool();
     let writer = PipeWriter::new(
         producer,
         state.clone(),
         pool.clone(),
-        options.min_segment_size,
+        options.segment_size(),
     );
     let reader = PipeReader::new(consumer, state, pool, options.copy_threshold);
     (writer, reader)

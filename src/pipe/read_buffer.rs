@@ -6,7 +6,7 @@ use std::ops::RangeBounds;
 use bytes::Buf;
 
 use super::input::{Input, Packets};
-use crate::error::{check_range, Error};
+use crate::error::check_range;
 use crate::segments::ByteSegments;
 
 /// A view of flushed bytes as a chain of segments (never a zero-length one).
@@ -16,7 +16,10 @@ use crate::segments::ByteSegments;
 /// hex dump, lossy UTF-8 display, pattern search across segments (from the start or from an
 /// offset: [`find_from`](ByteSegments::find_from)) and integers peeked in place without a panic
 /// ([`peek_be`](ByteSegments::peek_be), [`peek_le`](ByteSegments::peek_le): `None` when the bytes
-/// are not there yet); [`cursor`](Self::cursor) gives a [`bytes::Buf`] for parsing.
+/// are not there yet), and its segments ([`segments`](ByteSegments::segments), front to back,
+/// none of them empty); [`cursor`](Self::cursor) gives a [`bytes::Buf`] for parsing (its
+/// [`chunk`](Buf::chunk) is the first segment, its [`chunks_vectored`](Buf::chunks_vectored) fills
+/// `IoSlice`s for a vectored write).
 ///
 /// ```
 /// use bytes::Buf;
@@ -27,8 +30,9 @@ use crate::segments::ByteSegments;
 /// writer.append(bytes::Bytes::from_static(b"llo!"))?;
 /// writer.flush_blocking()?;
 /// let result = reader.read_blocking()?;
-/// let buffer = result.buffer();
-/// assert_eq!(buffer.chunks().count(), 2);
+/// let buffer = result.buffer;
+/// assert_eq!(buffer.segments().count(), 2);
+/// assert_eq!(buffer.cursor().chunk(), b"\x00\x05he"); // the first segment
 /// let mut cursor = buffer.cursor();
 /// let len = cursor.get_u16() as usize;
 /// assert_eq!(buffer.slice(2..2 + len).to_vec(), b"hello");
@@ -66,8 +70,11 @@ impl<'a> ReadBuffer<'a> {
         self.len == 0
     }
 
-    /// The segments, front to back, none of them empty.
+    /// The segments, front to back, none of them empty: what [`ByteSegments::segments`] returns,
+    /// with the lifetime of the bytes rather than of this view, so the iterator of a view made
+    /// on the spot (`buffer.slice(pos..).chunks()`) can be returned.
     #[inline]
+    #[must_use]
     pub fn chunks(&self) -> Chunks<'a> {
         Chunks {
             packets: self.queue.packets(),
@@ -76,21 +83,10 @@ impl<'a> ReadBuffer<'a> {
         }
     }
 
-    /// The first segment (empty when the view is): what `Buf::chunk` would return, the place to
-    /// read a header in place when it lies there.
-    ///
-    /// ```
-    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-    /// writer.append(&b"head"[..])?;
-    /// writer.append(&b"tail"[..])?;
-    /// writer.flush_blocking()?;
-    /// let result = reader.read_blocking()?;
-    /// assert_eq!(result.buffer().first_chunk(), b"head");
-    /// assert_eq!(result.buffer().slice(2..6).first_chunk(), b"ad");
-    /// # Ok::<(), packetpipe::Error>(())
-    /// ```
+    /// The first segment (empty when the view is): what `cursor().chunk()` returns, without the
+    /// walk when the view starts at the front (the decoders' header fast path).
     #[inline]
-    pub fn first_chunk(&self) -> &'a [u8] {
+    pub(crate) fn first_chunk(&self) -> &'a [u8] {
         if self.start == 0 {
             // The common case, a view from the front: one packet, no walk.
             match self.queue.front_holding(1) {
@@ -100,11 +96,6 @@ impl<'a> ReadBuffer<'a> {
         } else {
             self.chunks().next().unwrap_or(&[])
         }
-    }
-
-    /// All bytes, copied into one vector.
-    pub fn to_vec(&self) -> Vec<u8> {
-        ByteSegments::to_vec(self)
     }
 
     /// The byte at `index`, if within the view.
@@ -122,23 +113,24 @@ impl<'a> ReadBuffer<'a> {
         None
     }
 
-    /// A view of `range` of this one. Panics if the range is out of bounds.
+    /// A view of `range` of this one.
+    ///
+    /// Panics if the range is out of bounds, with a message naming the range and the length (as
+    /// slicing a `[u8]` does).
+    #[must_use]
+    #[track_caller]
     pub fn slice(&self, range: impl RangeBounds<usize>) -> ReadBuffer<'a> {
-        self.try_slice(range).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// A view of `range` of this one, or [`Error::OutOfRange`].
-    pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<ReadBuffer<'a>, Error> {
-        let range = check_range("slice", range, self.len)?;
-        Ok(ReadBuffer {
+        let range = check_range("slice", range, self.len).unwrap_or_else(|e| panic!("{e}"));
+        ReadBuffer {
             queue: self.queue,
             start: self.start + range.start,
             len: range.len(),
-        })
+        }
     }
 
     /// A [`Buf`] over the view; consuming from it does not consume from the pipe.
     #[inline]
+    #[must_use]
     pub fn cursor(&self) -> ReadCursor<'a> {
         let mut chunks = self.chunks();
         let current = chunks.next().unwrap_or(&[]);
@@ -150,7 +142,7 @@ impl<'a> ReadBuffer<'a> {
     }
 
     /// Fill `dst` with the segments for a vectored write; returns how many slots were filled.
-    pub fn io_slices(&self, dst: &mut [IoSlice<'a>]) -> usize {
+    pub(crate) fn io_slices(&self, dst: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (slot, chunk) in dst.iter_mut().zip(self.chunks()) {
             *slot = IoSlice::new(chunk);
@@ -229,7 +221,7 @@ impl std::fmt::Debug for Chunks<'_> {
 /// writer.append(&b"\x01\x00"[..])?; // a tag, then the first byte of a length
 /// writer.flush_blocking()?;
 /// let result = reader.read_blocking()?;
-/// let mut cursor = result.buffer().cursor();
+/// let mut cursor = result.buffer.cursor();
 /// assert_eq!(cursor.get_u8(), 1);
 /// assert_eq!(cursor.peek_be::<u16>(0), None); // the length is not all there: wait for more
 /// assert_eq!(cursor.remaining(), 1); // nothing consumed

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::{block_on, PipeReader, ReadBuffer};
+use super::{PipeReader, ReadBuffer};
 use crate::error::Error;
 use crate::segments::ByteSegments;
 
@@ -13,21 +13,39 @@ impl PipeReader {
     /// writer completes, or the read is canceled; fail with [`Error::PatternNotFound`] (naming the
     /// pattern's length, `max` and the bytes there) once `max` bytes are there without it.
     ///
-    /// The search goes on where it stopped: each time the bytes there do not hold the pattern,
-    /// the reader marks them all examined (consuming nothing) and waits for bytes beyond them, and
-    /// the next search starts at the last `pattern.len() - 1` of them (a pattern may straddle the
-    /// old and the new bytes). So bytes that trickle in are searched once each, and the reader is
-    /// woken only by new bytes. Marking them examined lifts the writer's backpressure too, so a
-    /// `max` above the pause threshold can be reached.
+    /// # Examined bytes
     ///
-    /// On success the [`Until`] holds the read buffer (every unconsumed byte) and where the
-    /// pattern is: parse in place, then [`advance_to`](Self::advance_to) past what was used (or
-    /// [`take_frame`](Self::take_frame) it). Nothing is consumed by the call itself.
+    /// The first search of a call covers every unconsumed byte from the front, whatever an
+    /// earlier [`advance_to`](Self::advance_to) marked examined: a call never skips a byte the
+    /// buffer holds (and it returns at once when the pattern is already there, even if no byte
+    /// arrived since). Within the call, the search goes on where it stopped: each time the bytes
+    /// there do not hold the pattern, the call marks them all examined (consuming nothing, as
+    /// `advance_to(0, len)` would) and waits for bytes beyond them, and the next search starts at
+    /// the last `pattern.len() - 1` of them (a pattern may straddle the old and the new bytes).
+    /// So bytes that trickle in are searched once each, and the reader is woken only by new
+    /// bytes. Marking them examined lifts the writer's backpressure too, so a `max` above the
+    /// pause threshold can be reached.
+    ///
+    /// What the call leaves: on success, the examined point as its last wait left it (the bytes
+    /// searched before the last arrival; unchanged when it did not wait), and a read result to
+    /// advance in. Then
+    /// [`advance_to`](Self::advance_to) sets both counts as usual: `advance_to(end, end)` after
+    /// parsing a head; `advance_to(0, len)` to mark everything examined without consuming it, so
+    /// that the next [`read_buffer`](Self::read_buffer) waits for bytes beyond. A next
+    /// `read_until` starts from the front again: to search only new bytes for the next pattern,
+    /// consume what was parsed first.
+    ///
+    /// On success the [`ReadUntilResult`] holds the read buffer (every unconsumed byte) and where
+    /// the pattern is: parse in place, then [`advance_to`](Self::advance_to) past what was used
+    /// (or [`take_frame`](Self::take_frame) it). Nothing is consumed by the call itself.
     ///
     /// Cancel safety: the future may be dropped at any await point. It consumes nothing; what it
     /// leaves behind is the examined point at the end of the bytes it searched, so a new
     /// `read_until` searches them again (from the start: the search offset lived in the dropped
     /// future) and then waits for bytes beyond them. No byte is lost or skipped.
+    ///
+    /// Thread-based code drives it with [`block_on`](crate::block_on):
+    /// `packetpipe::block_on(reader.read_until(b"\r\n", 512))` parks the thread while waiting.
     ///
     /// An HTTP/1.1 request head: up to 8 KiB ending with an empty line, parsed where it lies.
     ///
@@ -43,8 +61,8 @@ impl PipeReader {
     /// writer.flush_pipe().await?;
     ///
     /// let until = reader.read_until(b"\r\n\r\n", 8 * 1024).await?;
-    /// let end = until.end().expect("a complete head"); // None: the peer closed first
-    /// let head = until.buffer().slice(..end);
+    /// let end = until.end.expect("a complete head"); // None: the peer closed first
+    /// let head = until.buffer.slice(..end);
     /// let mut lines = Vec::new();
     /// let mut start = 0;
     /// while let Some(eol) = head.find_from(start, b"\r\n").filter(|&eol| eol > start) {
@@ -64,7 +82,7 @@ impl PipeReader {
     /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
     /// writer.write_slice(&[b'a'; 100])?;
     /// writer.flush_blocking()?;
-    /// let err = reader.read_until_blocking(b"\r\n\r\n", 64).unwrap_err();
+    /// let err = packetpipe::block_on(reader.read_until(b"\r\n\r\n", 64)).unwrap_err();
     /// assert_eq!(err.to_string(), "no 4-byte pattern within the first 64 bytes (100 bytes in the pipe)");
     /// # Ok::<(), packetpipe::Error>(())
     /// ```
@@ -76,80 +94,41 @@ impl PipeReader {
             searched: None,
         }
     }
-
-    /// [`read_until`](Self::read_until) for thread-based code: parks the thread while waiting.
-    ///
-    /// ```
-    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-    /// std::thread::spawn(move || -> Result<(), packetpipe::Error> {
-    ///     for piece in [&b"PING"[..], b"\r", b"\n", b"PONG\r\n"] {
-    ///         writer.write_slice(piece)?;
-    ///         writer.flush_blocking()?; // one wake each, one search of the new bytes each
-    ///     }
-    ///     Ok(())
-    /// });
-    /// let until = reader.read_until_blocking(b"\r\n", 512)?;
-    /// assert_eq!(until.found(), Some(4));
-    /// assert_eq!(until.buffer().slice(..4).to_vec(), b"PING");
-    /// # Ok::<(), packetpipe::Error>(())
-    /// ```
-    pub fn read_until_blocking<'a>(
-        &'a mut self,
-        pattern: &'a [u8],
-        max: usize,
-    ) -> Result<Until<'a>, Error> {
-        block_on(self.read_until(pattern, max))
-    }
 }
 
 /// What [`PipeReader::read_until`] found: the read buffer (every unconsumed byte) and where the
 /// pattern is in it, if it came before the writer completed or the read was canceled.
-#[derive(Clone, Copy)]
-pub struct Until<'a> {
-    buffer: ReadBuffer<'a>,
-    found: Option<usize>,
-    pattern_len: usize,
-    is_completed: bool,
-    is_canceled: bool,
-}
-
-impl<'a> Until<'a> {
+///
+/// A thread-based caller waits with [`block_on`](crate::block_on):
+///
+/// ```
+/// let (mut writer, mut reader) = packetpipe::pipe();
+/// std::thread::spawn(move || -> Result<(), packetpipe::Error> {
+///     for piece in [&b"PING"[..], b"\r", b"\n", b"PONG\r\n"] {
+///         writer.write_slice(piece)?;
+///         writer.flush_blocking()?; // one wake each, one search of the new bytes each
+///     }
+///     Ok(())
+/// });
+/// let until = packetpipe::block_on(reader.read_until(b"\r\n", 512))?;
+/// assert_eq!((until.found, until.end), (Some(4), Some(6)));
+/// assert_eq!(packetpipe::ByteSegments::to_vec(&until.buffer.slice(..4)), b"PING");
+/// # Ok::<(), packetpipe::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ReadUntilResult<'a> {
     /// Every unconsumed byte, as [`ReadResult::buffer`](super::ReadResult::buffer).
-    pub fn buffer(&self) -> ReadBuffer<'a> {
-        self.buffer
-    }
-
+    pub buffer: ReadBuffer<'a>,
     /// Offset of the pattern's first byte; `None` when the writer completed (or the read was
     /// canceled) before it came.
-    pub fn found(&self) -> Option<usize> {
-        self.found
-    }
-
-    /// Offset just past the pattern: the length of what it ends.
-    pub fn end(&self) -> Option<usize> {
-        self.found.map(|at| at + self.pattern_len)
-    }
-
+    pub found: Option<usize>,
+    /// Offset just past the pattern (`found` plus the pattern's length): the length of what it
+    /// ends. `None` when `found` is.
+    pub end: Option<usize>,
     /// The writer has completed: no byte beyond this buffer will arrive.
-    pub fn is_completed(&self) -> bool {
-        self.is_completed
-    }
-
+    pub is_completed: bool,
     /// The read was cut short by [`PipeCanceler::cancel_pending_read`](super::PipeCanceler::cancel_pending_read).
-    pub fn is_canceled(&self) -> bool {
-        self.is_canceled
-    }
-}
-
-impl std::fmt::Debug for Until<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Until")
-            .field("len", &self.buffer.len())
-            .field("found", &self.found)
-            .field("is_completed", &self.is_completed)
-            .field("is_canceled", &self.is_canceled)
-            .finish()
-    }
+    pub is_canceled: bool,
 }
 
 /// Future of [`PipeReader::read_until`] (cancel safe: see there).
@@ -164,7 +143,7 @@ pub struct ReadUntil<'a> {
 }
 
 impl<'a> Future for ReadUntil<'a> {
-    type Output = Result<Until<'a>, Error>;
+    type Output = Result<ReadUntilResult<'a>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -189,9 +168,9 @@ impl<'a> Future for ReadUntil<'a> {
                 Poll::Ready(Ok(())) => {}
             }
             let read = reader.last_read().expect("a ready read leaves its result");
-            let buffer = read.buffer();
+            let buffer = read.buffer;
             let len = buffer.len();
-            let (completed, canceled) = (read.is_completed(), read.is_canceled());
+            let (completed, canceled) = (read.is_completed, read.is_canceled);
             // Bytes the last search covered cannot hold the pattern's start, except the last
             // `pattern.len() - 1` of them, which new bytes may complete.
             let start = this.searched.map_or(0, |n| {
@@ -211,11 +190,11 @@ impl<'a> Future for ReadUntil<'a> {
                         len,
                     }));
                 }
-                let buffer = reader.last_read().expect("still in hand").buffer();
-                return Poll::Ready(Ok(Until {
+                let buffer = reader.last_read().expect("still in hand").buffer;
+                return Poll::Ready(Ok(ReadUntilResult {
                     buffer,
                     found,
-                    pattern_len,
+                    end: found.map(|at| at + pattern_len),
                     is_completed: completed,
                     is_canceled: canceled,
                 }));

@@ -22,40 +22,14 @@ use crate::sync::Arc;
 ///
 /// It borrows the reader, so the reader cannot advance while the buffer is alive; drop it (or stop
 /// using it) before [`PipeReader::advance_to`].
+#[derive(Clone, Copy, Debug)]
 pub struct ReadResult<'a> {
-    buffer: ReadBuffer<'a>,
-    is_completed: bool,
-    is_canceled: bool,
-}
-
-impl<'a> ReadResult<'a> {
     /// Every flushed byte not yet consumed, as a chain of segments.
-    #[inline]
-    pub fn buffer(&self) -> ReadBuffer<'a> {
-        self.buffer
-    }
-
+    pub buffer: ReadBuffer<'a>,
     /// The writer has completed: no bytes beyond this buffer will ever arrive.
-    #[inline]
-    pub fn is_completed(&self) -> bool {
-        self.is_completed
-    }
-
+    pub is_completed: bool,
     /// The read was cut short by [`PipeCanceler::cancel_pending_read`].
-    #[inline]
-    pub fn is_canceled(&self) -> bool {
-        self.is_canceled
-    }
-}
-
-impl std::fmt::Debug for ReadResult<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadResult")
-            .field("len", &self.buffer.len())
-            .field("is_completed", &self.is_completed)
-            .field("is_canceled", &self.is_canceled)
-            .finish()
-    }
+    pub is_canceled: bool,
 }
 
 /// A reader about to wait with at most this many unconsumed bytes moves them into a fitted pooled
@@ -71,10 +45,10 @@ impl std::fmt::Debug for ReadResult<'_> {
 /// as the receive system call that brought the byte). Above the limit the unconsumed bytes are
 /// themselves at least 1/16 of a 256 KiB block, and a large value streaming in fills its blocks:
 /// held memory stays in proportion to what arrived.
-pub const COMPACT_UP_TO: usize = 16 * 1024;
+pub(crate) const COMPACT_UP_TO: usize = 16 * 1024;
 
 /// See [`COMPACT_UP_TO`].
-pub const COMPACT_RATIO: usize = 4;
+pub(crate) const COMPACT_RATIO: usize = 4;
 
 /// The smallest "fitted" size [`COMPACT_RATIO`] is applied to: a block of a few KiB is not worth
 /// a copy to save.
@@ -102,9 +76,11 @@ enum Want {
 /// writer.write_slice(b"line one\nline tw")?;
 /// writer.flush_pipe().await?;
 ///
+/// use packetpipe::ByteSegments;
+///
 /// let result = reader.read_buffer().await?;
-/// let buffer = result.buffer();
-/// let newline = packetpipe::ByteSegments::find(&buffer, b"\n").unwrap();
+/// let buffer = result.buffer;
+/// let newline = buffer.find(b"\n").unwrap();
 /// assert_eq!(buffer.slice(..newline).to_vec(), b"line one");
 /// let len = buffer.len();
 /// reader.advance_to(newline + 1, len)?; // consumed the line, examined everything
@@ -112,8 +88,8 @@ enum Want {
 /// writer.write_slice(b"o\n")?;
 /// writer.complete();
 /// let result = reader.read_buffer().await?;
-/// assert_eq!(result.buffer().to_vec(), b"line two\n");
-/// assert!(result.is_completed());
+/// assert_eq!(result.buffer.to_vec(), b"line two\n");
+/// assert!(result.is_completed);
 /// # Ok(())
 /// # })
 /// # }
@@ -146,7 +122,7 @@ pub struct PipeReader {
     /// The last blocking read brought fewer than `SMALL_READ` new bytes: the next one coalesces.
     coalesce: bool,
     /// The last `read_buffer().await` brought fewer than `SMALL_READ` new bytes: the next one may
-    /// yield once first (see `Read::poll`).
+    /// yield once first (see `ReadFuture::poll`).
     small_async_read: bool,
     completed: bool,
     /// An inline transport's reads of the source (`pipe::transport`), when there is one.
@@ -258,8 +234,8 @@ impl PipeReader {
     /// poll form ([`poll_read_buffer`](Self::poll_read_buffer)) and
     /// [`read_at_least`](Self::read_at_least) never yield.
     #[inline]
-    pub fn read_buffer(&mut self) -> Read<'_> {
-        Read {
+    pub fn read_buffer(&mut self) -> ReadFuture<'_> {
+        ReadFuture {
             reader: Some(self),
             want: Want::New,
             coalesce: Coalesce::FirstPoll,
@@ -275,8 +251,8 @@ impl PipeReader {
     /// stay in the pipe for [`read_buffer`](Self::read_buffer)). `n = usize::MAX` reads until the
     /// writer completes.
     #[inline]
-    pub fn read_at_least(&mut self, n: usize) -> Read<'_> {
-        Read {
+    pub fn read_at_least(&mut self, n: usize) -> ReadFuture<'_> {
+        ReadFuture {
             reader: Some(self),
             want: Want::AtLeast(n as u64),
             coalesce: Coalesce::Off,
@@ -313,13 +289,13 @@ impl PipeReader {
     }
 
     /// [`read_at_least`](Self::read_at_least) for thread-based code, with the read coalescing of
-    /// [`read_blocking`](Self::read_blocking).
+    /// [`read_blocking`](Self::read_blocking) (the frame stream's blocking iterator).
     #[inline]
-    pub fn read_at_least_blocking(&mut self, n: usize) -> Result<ReadResult<'_>, Error> {
+    pub(crate) fn read_at_least_blocking(&mut self, n: usize) -> Result<ReadResult<'_>, Error> {
         self.read_blocking_want(Want::AtLeast(n as u64))
     }
 
-    /// The blocking reads: [`Read`] driven by `block_on`, with read coalescing (see
+    /// The blocking reads: [`ReadFuture`] driven by `block_on`, with read coalescing (see
     /// `blocking::coalesce`): after a read that brought few new bytes, a read that finds few new
     /// bytes first lets a streaming writer add more.
     #[inline]
@@ -332,12 +308,12 @@ impl PipeReader {
             coalesce();
         }
         let status = {
-            let result = block_on(Read {
+            let result = block_on(ReadFuture {
                 reader: Some(self),
                 want,
                 coalesce: Coalesce::Off, // the blocking reads coalesce above, without a yield
             })?;
-            (result.is_completed(), result.is_canceled())
+            (result.is_completed, result.is_canceled)
         };
         self.coalesce = self.last_read_was_small(seen);
         Ok(self.result(status))
@@ -533,7 +509,8 @@ impl PipeReader {
 
     /// How many times a waiting reader moved its unconsumed bytes into a fitted block (see
     /// [`COMPACT_UP_TO`]).
-    pub fn compactions(&self) -> u64 {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn compactions(&self) -> u64 {
         self.compactions
     }
 
@@ -686,7 +663,7 @@ impl PipeReader {
     pub(crate) fn read_with(&mut self, max: usize, mut put: impl FnMut(&[u8])) -> usize {
         let mut copied = 0;
         if let Some(result) = self.last_read() {
-            for chunk in result.buffer().chunks() {
+            for chunk in result.buffer.chunks() {
                 let n = chunk.len().min(max - copied);
                 put(&chunk[..n]);
                 copied += n;
@@ -697,15 +674,6 @@ impl PipeReader {
         }
         self.consume_read(copied);
         copied
-    }
-
-    /// Consume the whole buffer of the last read (`advance_to(len, len)`).
-    #[inline]
-    pub fn consume_all(&mut self) -> Result<(), Error> {
-        // Checked first, as `advance_to` does: the same misuse gives the same error.
-        self.check_open()?;
-        let len = self.last_len.ok_or(Error::AdvanceWithoutRead)? as usize;
-        self.advance_to(len, len)
     }
 
     /// Take the first `n` bytes of the last read buffer out as a packet that outlives the pipe.
@@ -728,7 +696,7 @@ impl PipeReader {
     /// writer.flush_blocking()?;
     /// reader.read_blocking()?;
     /// let mut frames = Vec::new();
-    /// while let Some(len) = reader.last_read().and_then(|r| r.buffer().get(0)) {
+    /// while let Some(len) = reader.last_read().and_then(|r| r.buffer.get(0)) {
     ///     reader.take_frame(1)?; // the length prefix
     ///     frames.push(reader.take_frame(len as usize)?);
     /// }
@@ -745,17 +713,9 @@ impl PipeReader {
     /// `n` out as [`take_frame`](Self::take_frame) does: one call, one bounds check, one
     /// examined-position update, and a copied frame's buffer holds the `n` bytes only.
     ///
-    /// ```
-    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-    /// writer.write_slice(b"\x03abc\x02de")?;
-    /// writer.flush_blocking()?;
-    /// reader.read_blocking()?;
-    /// assert_eq!(reader.take_frame_after(1, 3)?, &b"abc"[..]);
-    /// assert_eq!(reader.take_frame_after(1, 2)?, &b"de"[..]);
-    /// // Beyond the buffer: an error naming the numbers, nothing consumed.
-    /// assert!(reader.take_frame_after(1, 1).is_err());
-    /// # Ok::<(), packetpipe::Error>(())
-    /// ```
+    /// The decoders' form (`DecodeBuf`'s take after a header), public only for the pipe's model
+    /// and contract tests: callers take the header and the frame with two `take_frame`s.
+    #[doc(hidden)]
     // Always inlined (into a decoder's `decode`): left to the compiler, the frames bench's binary
     // called it, and a 64-byte frame took 28 ns instead of 16 (BENCHMARKS.md, "frames": "The
     // decode step inlined").
@@ -1060,19 +1020,20 @@ impl std::fmt::Debug for PipeReader {
     }
 }
 
-/// Future of [`PipeReader::read_buffer`] and [`PipeReader::read_at_least`].
+/// Future of [`PipeReader::read_buffer`] and [`PipeReader::read_at_least`] (named so that it does
+/// not clash with `std::io::Read` under glob imports).
 ///
 /// Cancel safety: safe to drop at any await point (in a `select!`, say). A read consumes nothing by
 /// itself, so a dropped read loses no byte; a dropped `read_at_least` also stops lifting the
 /// writer's backpressure. The next read sees the same bytes.
 #[must_use = "futures do nothing unless polled"]
-pub struct Read<'a> {
+pub struct ReadFuture<'a> {
     reader: Option<&'a mut PipeReader>,
     want: Want,
     coalesce: Coalesce,
 }
 
-/// Where a [`Read`] stands with read coalescing (see [`PipeReader::read_buffer`]).
+/// Where a [`ReadFuture`] stands with read coalescing (see [`PipeReader::read_buffer`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Coalesce {
     /// Not this kind of read (`read_at_least`, the blocking reads).
@@ -1083,7 +1044,7 @@ enum Coalesce {
     Polled,
 }
 
-impl<'a> Future for Read<'a> {
+impl<'a> Future for ReadFuture<'a> {
     type Output = Result<ReadResult<'a>, Error>;
 
     #[inline]
@@ -1092,7 +1053,10 @@ impl<'a> Future for Read<'a> {
         if coalesce == Coalesce::FirstPoll {
             self.coalesce = Coalesce::Polled;
         }
-        let reader = self.reader.as_mut().expect("Read polled after completion");
+        let reader = self
+            .reader
+            .as_mut()
+            .expect("ReadFuture polled after completion");
         if let (Want::New, Err(e)) = (want, reader.check_advanced()) {
             self.reader = None;
             return Poll::Ready(Err(e));
@@ -1134,7 +1098,7 @@ impl<'a> Future for Read<'a> {
     }
 }
 
-impl Drop for Read<'_> {
+impl Drop for ReadFuture<'_> {
     fn drop(&mut self) {
         // A `read_at_least` dropped while waiting must not keep backpressure lifted.
         if let Some(reader) = &mut self.reader {
@@ -1143,8 +1107,8 @@ impl Drop for Read<'_> {
     }
 }
 
-impl std::fmt::Debug for Read<'_> {
+impl std::fmt::Debug for ReadFuture<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Read")
+        f.write_str("ReadFuture")
     }
 }

@@ -16,30 +16,23 @@ use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
 
 /// The outcome of a flush.
+///
+/// A writer that goes on writing after a flush checks `is_completed`: once the reader has
+/// completed, later writes are discarded.
+// Not `#[must_use]`: `writer.flush_pipe().await?;` is the common form in code whose next write
+// or read learns of the end anyway, and marking it would make each of those a warning.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlushResult {
-    is_completed: bool,
-    is_canceled: bool,
-}
-
-impl FlushResult {
     /// The reader has completed: nothing written from now on will be read.
-    #[inline]
-    pub fn is_completed(&self) -> bool {
-        self.is_completed
-    }
-
+    pub is_completed: bool,
     /// The flush was cut short by [`PipeCanceler::cancel_pending_flush`]; the data stays committed.
-    #[inline]
-    pub fn is_canceled(&self) -> bool {
-        self.is_canceled
-    }
+    pub is_canceled: bool,
 }
 
 /// The writing end of a pipe: stage bytes, then [`flush_pipe`](PipeWriter::flush_pipe) to publish them.
 ///
 /// Bytes are staged by appending packets (zero-copy) or by writing into pooled buffers
-/// ([`buffer_mut`](PipeWriter::buffer_mut) + [`advance`](PipeWriter::advance), or
+/// ([`spare_mut`](PipeWriter::spare_mut) + [`commit`](PipeWriter::commit), or
 /// [`write_slice`](PipeWriter::write_slice)). Staged bytes are invisible to the reader until flushed. After a
 /// flush the writer keeps writing into the tail of the same pooled block while the flushed part
 /// travels to the reader as a shared packet.
@@ -56,8 +49,8 @@ impl FlushResult {
 /// writer.complete();
 ///
 /// let result = reader.read_buffer().await?;
-/// assert_eq!(result.buffer().to_vec(), b"hello world");
-/// assert!(result.is_completed());
+/// assert_eq!(packetpipe::ByteSegments::to_vec(&result.buffer), b"hello world");
+/// assert!(result.is_completed);
 /// # Ok(())
 /// # })
 /// # }
@@ -73,7 +66,7 @@ pub struct PipeWriter {
     /// flush. Only while `buf` is `Active` (`Parked` carries them in the parking slot); given back
     /// whenever the buffer goes ([`drop_buf`](Self::drop_buf)).
     seal_credits: usize,
-    /// Bytes of the last `buffer_mut` slice not yet committed by `advance`.
+    /// Bytes of the last `spare_mut` slice not yet committed by `commit`.
     handed_out: usize,
     /// Bytes published so far (the writer is the only one changing that count).
     published: u64,
@@ -97,7 +90,7 @@ enum WriteBuf {
     /// The buffer between a flush and the next write, its reference parked in the queue so an idle
     /// reader can send the block home (`block::ParkingSlot`).
     Parked(ParkedBuf),
-    /// The reader has completed: scratch space for the `buffer_mut` call being served (writes
+    /// The reader has completed: scratch space for the `spare_mut` call being served (writes
     /// into it are discarded); freed by the writer's next call, so discarded writes hold nothing.
     Discard(Box<[u8]>),
 }
@@ -132,7 +125,7 @@ impl PipeWriter {
     }
 
     /// Stage a packet without copying it. Empty packets are ignored: they change nothing, not even
-    /// the space [`buffer_mut`](Self::buffer_mut) handed out.
+    /// the space [`spare_mut`](Self::spare_mut) handed out.
     #[inline]
     pub fn append(&mut self, packet: impl Into<Packet>) -> Result<(), Error> {
         self.check_open()?;
@@ -152,25 +145,27 @@ impl PipeWriter {
     }
 
     /// Writable space of at least `size_hint` bytes (and at least one) in a pooled buffer. Write
-    /// into it, then [`advance`](Self::advance) by the number of bytes written. A hint above what
+    /// into it, then [`commit`](Self::commit) the number of bytes written (the names
+    /// [`PacketBuf`] uses for its tail). A hint above what
     /// one block holds (4 GiB) is [`Error::RequestTooLarge`]; `write_slice` splits such data.
     ///
     /// The space is never uninitialized memory, but it is not cleared either: it holds whatever
     /// the block held before (zeros, or an earlier renter's bytes, unless the pool was built with
-    /// [`clear_on_return`](crate::PoolBuilder::clear_on_return)). Advance only over bytes you
-    /// wrote.
+    /// [`clear_on_return`](crate::PoolBuilder::clear_on_return)). Commit only bytes you wrote.
     ///
     /// ```
-    /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-    /// let space = writer.buffer_mut(4)?;
+    /// use packetpipe::ByteSegments;
+    ///
+    /// let (mut writer, mut reader) = packetpipe::pipe();
+    /// let space = writer.spare_mut(4)?;
     /// space[..4].copy_from_slice(b"ping");
-    /// writer.advance(4)?;
+    /// writer.commit(4)?;
     /// writer.flush_blocking()?;
-    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"ping");
+    /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"ping");
     /// # Ok::<(), packetpipe::Error>(())
     /// ```
     #[inline]
-    pub fn buffer_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
+    pub fn spare_mut(&mut self, size_hint: usize) -> Result<&mut [u8], Error> {
         self.check_open()?;
         let need = size_hint.max(1);
         // (No `end_discarded_write` here: a discard buffer exists only once the reader is known
@@ -182,7 +177,7 @@ impl PipeWriter {
             // Nothing is rented once the reader is gone (the discard branch below serves it).
             if !fits && !self.check_reader_done() {
                 // Rent first: a failed rent leaves the current buffer, and the space it handed
-                // out, as they were (a later `advance` still commits into it).
+                // out, as they were (a later `commit` still commits into it).
                 let rented = self.pool.rent(self.rent_size(need))?;
                 self.seal_buf();
                 self.drop_buf();
@@ -207,14 +202,14 @@ impl PipeWriter {
         Ok(space)
     }
 
-    /// Commit `n` bytes written into the space [`buffer_mut`](Self::buffer_mut) handed out.
+    /// Commit `n` bytes written into the space [`spare_mut`](Self::spare_mut) handed out.
     /// Errors if `n` is beyond that space (nothing is committed then).
     ///
     /// The space lasts until the writer's next write, append of a non-empty packet, flush or
     /// completion, as a `GetMemory` span does in System.IO.Pipelines: after those, call
-    /// `buffer_mut` again. (A flush with nothing staged may leave it, but do not count on it.)
+    /// `spare_mut` again. (A flush with nothing staged may leave it, but do not count on it.)
     #[inline]
-    pub fn advance(&mut self, n: usize) -> Result<(), Error> {
+    pub fn commit(&mut self, n: usize) -> Result<(), Error> {
         self.check_open()?;
         if n > self.handed_out {
             return Err(Error::AdvancePastBuffer {
@@ -236,12 +231,12 @@ impl PipeWriter {
         // Fast path: the block of the last write (parked by a flush since, or still active) has
         // room. A buffer is only active or parked while the writer is open and the reader not
         // known to be done, so those checks are the slow path's.
-        // (An empty write changes nothing, not even the space `buffer_mut` handed out.)
+        // (An empty write changes nothing, not even the space `spare_mut` handed out.)
         if !data.is_empty() {
             self.unpark();
             if let WriteBuf::Active(buf) = &mut self.buf {
                 if buf.extend_from_slice(data).is_ok() {
-                    // Nothing was handed out: a later `advance` must not commit the tail.
+                    // Nothing was handed out: a later `commit` must not commit the tail.
                     self.handed_out = 0;
                     return Ok(());
                 }
@@ -268,11 +263,11 @@ impl PipeWriter {
             }
             return Ok(());
         }
-        let space = self.buffer_mut(data.len())?;
+        let space = self.spare_mut(data.len())?;
         space[..data.len()].copy_from_slice(data);
-        self.advance(data.len())?;
-        // The caller was never handed the rest of that space: a later `advance` without
-        // `buffer_mut` must not commit it (it may hold an earlier renter's bytes).
+        self.commit(data.len())?;
+        // The caller was never handed the rest of that space: a later `commit` without
+        // `spare_mut` must not commit it (it may hold an earlier renter's bytes).
         self.handed_out = 0;
         Ok(())
     }
@@ -363,7 +358,7 @@ impl PipeWriter {
         let Some(n) = sink.write_now(buf, self.published) else {
             return;
         };
-        // The space `buffer_mut` handed out goes with the flush, as on the publishing path.
+        // The space `spare_mut` handed out goes with the flush, as on the publishing path.
         self.handed_out = 0;
         // The bytes went out without a packet: the last packet published from this block grows
         // no more (the next bytes do not follow it in the stream).
@@ -495,7 +490,8 @@ impl PipeWriter {
     }
 
     /// Whether the reader has completed (as of the last flush or buffer request).
-    pub fn is_reader_completed(&self) -> bool {
+    #[inline]
+    pub(crate) fn is_reader_completed(&self) -> bool {
         self.reader_done
     }
 
@@ -533,10 +529,10 @@ impl PipeWriter {
                     && self.pending_bytes(true) >= pause)
             {
                 let result = ready!(self.poll_flush_pipe(cx))?;
-                if result.is_completed() {
+                if result.is_completed {
                     return Poll::Ready(Err(self.reader_gone()));
                 }
-                if result.is_canceled() {
+                if result.is_canceled {
                     return Poll::Ready(Err(Error::Canceled { operation: "flush" }));
                 }
             }
@@ -599,14 +595,14 @@ impl PipeWriter {
                 } else {
                     data.len().min(MAX_RENT)
                 };
-                let space = match self.buffer_mut(hint) {
+                let space = match self.spare_mut(hint) {
                     Ok(space) => space,
                     Err(e) if staged == 0 => return Err(e),
                     Err(_) => break 'outer, // report what was staged; the next write errors
                 };
                 let n = space.len().min(data.len());
                 space[..n].copy_from_slice(&data[..n]);
-                self.advance(n)?;
+                self.commit(n)?;
                 data = &data[n..];
                 staged += n;
             }
@@ -650,16 +646,20 @@ impl PipeWriter {
     /// `Ready` once the reader has completed (or been dropped); otherwise `cx` is woken when it
     /// does, and by nothing else (not by the reader's progress). Like tokio's `Sender::closed`: a
     /// producer idle on its own source (a socket) can stop as soon as nobody reads.
-    ///
-    /// ```
-    /// let (mut writer, reader) = packetpipe::pipe::pipe();
-    /// let waiter = std::thread::spawn(move || {
-    ///     futures::executor::block_on(std::future::poll_fn(|cx| writer.poll_reader_completed(cx)));
-    /// });
-    /// drop(reader);
-    /// waiter.join().unwrap();
-    /// ```
-    pub fn poll_reader_completed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_reader_completed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_reader_completed_inner(cx)
+    }
+
+    /// [`poll_reader_completed`](Self::poll_reader_completed) for the loom models (which drive
+    /// the wait from outside the crate); it exists only in builds with `--cfg packetpipe_loom`.
+    #[cfg(packetpipe_loom)]
+    #[doc(hidden)]
+    pub fn loom_poll_reader_completed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_reader_completed_inner(cx)
+    }
+
+    #[inline]
+    fn poll_reader_completed_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.check_reader_done() {
             return Poll::Ready(());
         }
@@ -722,7 +722,7 @@ impl PipeWriter {
     }
 
     /// Drop the write buffer, giving back the references counted in advance for its seals. The
-    /// space `buffer_mut` handed out goes with it.
+    /// space `spare_mut` handed out goes with it.
     #[inline]
     fn drop_buf(&mut self) {
         self.queue.end_growth();
@@ -772,7 +772,7 @@ impl PipeWriter {
     }
 
     /// Park the write buffer's reference (it holds nothing unsealed after `seal_buf`): the space
-    /// `buffer_mut` handed out is void from here on.
+    /// `spare_mut` handed out is void from here on.
     #[inline]
     fn park(&mut self) {
         // Only an active buffer: one parked earlier stays parked (replacing it would lose track
@@ -908,7 +908,7 @@ impl std::fmt::Debug for Flush<'_> {
 const DISCARD_SCRATCH: usize = 16 << 10;
 
 /// Scratch space of `len` bytes for a write the reader will never see: the same limit and the
-/// same allocation failure as a live reader's `buffer_mut` (an error, never an abort).
+/// same allocation failure as a live reader's `spare_mut` (an error, never an abort).
 fn discard_scratch(len: usize) -> Result<Box<[u8]>, Error> {
     if len > crate::packet::MAX_CAPACITY {
         return Err(Error::RequestTooLarge {

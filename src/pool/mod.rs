@@ -573,7 +573,7 @@ impl PoolBuilder {
     /// ```
     /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
     /// let (mut writer, mut reader) =
-    ///     packetpipe::pipe::pipe_with(packetpipe::pipe::PipeOptions::new().pool(pool.clone()));
+    ///     packetpipe::pipe::pipe_with(packetpipe::pipe::PipeOptions { pool: Some(pool.clone()), ..Default::default() });
     /// writer.write_slice(&[1; 64])?;
     /// writer.flush_blocking()?;
     /// reader.read_blocking()?;

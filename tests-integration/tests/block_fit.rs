@@ -32,6 +32,7 @@
 //! Run `cargo test --release -p packetpipe-tests --test block_fit -- --nocapture --test-threads=1` to see the tables
 //! (`BLOCK_FIT_VERBOSE=1`: every size of the sweep).
 
+use packetpipe::ByteSegments;
 use std::collections::VecDeque;
 
 use packetpipe::pipe::{pipe_with, PipeOptions, PipeReader, PipeWriter};
@@ -107,11 +108,11 @@ fn write_frame(writer: &mut PipeWriter, path: WritePath, scratch: &mut Vec<u8>, 
         }
         WritePath::BufferMut => {
             let n = 4 + body.len();
-            let space = writer.buffer_mut(n).unwrap();
+            let space = writer.spare_mut(n).unwrap();
             assert!(space.len() >= n, "buffer_mut gave {} < {n}", space.len());
             space[..4].copy_from_slice(&header);
             space[4..n].copy_from_slice(body);
-            writer.advance(n).unwrap();
+            writer.commit(n).unwrap();
         }
     }
     writer.flush_blocking().unwrap();
@@ -123,13 +124,13 @@ fn check_front(reader: &mut PipeReader, expected: &[u8]) -> usize {
         .try_read()
         .unwrap()
         .expect("a flushed frame is readable");
-    let buffer = result.buffer();
+    let buffer = result.buffer;
     let n = 4 + expected.len();
     assert!(buffer.len() >= n, "buffer {} < frame {n}", buffer.len());
     let header: Vec<u8> = (0..4).map(|k| buffer.get(k).unwrap()).collect();
     assert_eq!(header, (expected.len() as u32).to_be_bytes());
     let mut at = 0usize; // offset into the frame (header included)
-    for chunk in buffer.chunks() {
+    for chunk in buffer.segments() {
         if at >= n {
             break;
         }
@@ -169,12 +170,12 @@ impl Sizes {
 
 fn run(path: WritePath, consume: Consume, sizes: Sizes) -> Fit {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            // One thread: the writer must never wait for the reader.
-            .pause_threshold(0),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        // One thread: the writer must never wait for the reader.
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let pattern = pattern();
     let mut rng = Rng(match sizes {
         Sizes::Uniform(seed) => seed,

@@ -127,7 +127,7 @@ fn encoding_length_delimited_frames_allocates_nothing_per_frame() {
         let payload = Packet::from(pool.copy_from_slice(&vec![7u8; size]).unwrap());
         let slice = vec![8u8; size];
         let consume = |reader: &mut PipeReader, expected: usize| {
-            let len = reader.try_read().unwrap().unwrap().buffer().len();
+            let len = reader.try_read().unwrap().unwrap().buffer.len();
             assert_eq!(len, expected);
             reader.advance_to(len, len).unwrap();
         };
@@ -183,7 +183,7 @@ fn forwarding_frames_from_one_pipe_to_another_allocates_nothing_per_frame() {
             ready(inbound.flush_pipe(), &mut cx).unwrap();
             // The stream has nothing more ready after the burst: forward flushes and waits.
             assert!(pin!(out.forward(&mut frames)).poll(&mut cx).is_pending());
-            let len = outbound.try_read().unwrap().unwrap().buffer().len();
+            let len = outbound.try_read().unwrap().unwrap().buffer.len();
             assert_eq!(len, 4 * (4 + size));
             outbound.advance_to(len, len).unwrap();
         });
@@ -201,12 +201,12 @@ fn decoding_1_mib_frames_as_chains_of_64_kib_segments_allocates_nothing_per_fram
     let waker = Waker::from(Arc::new(NoopWake));
     let mut cx = Context::from_waker(&waker);
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(4 << 20)
-            .resume_threshold(2 << 20),
-    );
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: 4 << 20,
+        resume_threshold: 2 << 20,
+        ..Default::default()
+    });
     let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
     let size = 1 << 20;
     let stream = wire(&pool, size);

@@ -3,6 +3,7 @@
 //! the end of the stream, cancellation, `into_inner`, and the writer side's batching and cancel
 //! safety.
 
+use packetpipe::ByteSegments;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,18 +30,18 @@ fn header(len: usize) -> [u8; 4] {
 fn a_16_mib_frame_in_4_kib_segments_completes_under_backpressure_with_few_wakes() {
     const FRAME: usize = 16 << 20;
     const SEGMENT: usize = 4 << 10;
-    let (mut writer, reader) = pipe_with(
-        PipeOptions::new()
-            .pause_threshold(64 << 10)
-            .resume_threshold(32 << 10),
-    );
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pause_threshold: 64 << 10,
+        resume_threshold: 32 << 10,
+        ..Default::default()
+    });
     let producer = thread::spawn(move || {
         writer.write_slice(&header(FRAME)).unwrap();
         let mut flushes = 0;
         for i in 0..FRAME / SEGMENT {
             writer.write_slice(&[i as u8; SEGMENT]).unwrap();
             let result = writer.flush_blocking().unwrap();
-            assert!(!result.is_completed() && !result.is_canceled());
+            assert!(!result.is_completed && !result.is_canceled);
             flushes += 1;
         }
         writer.complete();
@@ -69,7 +70,10 @@ fn a_16_mib_frame_in_4_kib_segments_completes_under_backpressure_with_few_wakes(
 #[test]
 fn a_large_frame_in_one_segment_is_shared_and_a_small_one_leaves_its_block() {
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
 
     // A receive block holding a 64 B frame and an 8 KiB frame, both whole.
     let mut block = pool.rent(16 << 10).unwrap();
@@ -116,7 +120,10 @@ fn a_large_frame_in_one_segment_is_shared_and_a_small_one_leaves_its_block() {
 #[test]
 fn a_large_frame_in_the_middle_of_a_segment_is_shared_and_the_rest_stays_readable() {
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
 
     // One receive block: two 4 KiB frames and the first 10 bytes of a third, so the first frame
     // is taken out of the middle of its segment and the second out of its end.
@@ -162,7 +169,10 @@ fn a_large_frame_in_the_middle_of_a_segment_is_shared_and_the_rest_stays_readabl
 #[test]
 fn a_small_frame_does_not_keep_its_receive_block_alive() {
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let mut block = pool.rent(64 << 10).unwrap();
     block.extend_from_slice(&header(100)).unwrap();
     block.extend_from_slice(&[9; 100]).unwrap();
@@ -238,7 +248,7 @@ fn bad_lengths_are_clear_errors() {
         );
         // Nothing was consumed: the bad header is still there for inspection.
         let mut reader = frames.into_inner();
-        let buffer = reader.read_blocking().unwrap().buffer().to_vec();
+        let buffer = reader.read_blocking().unwrap().buffer.to_vec();
         assert_eq!(&buffer[..bytes.len()], bytes);
     }
 }
@@ -248,7 +258,10 @@ fn bad_lengths_are_clear_errors() {
 /// and the most blocks the pool had out at once.
 fn feed_garbage_lines(total: usize, max_line: usize) -> (usize, u64) {
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let producer = thread::spawn(move || {
         let chunk = vec![b'x'; 64 << 10];
         let mut sent = 0;
@@ -298,13 +311,16 @@ fn a_delimiter_never_found_is_an_error_and_garbage_is_discarded_in_bounded_memor
 #[test]
 fn garbage_for_length_delimited_fails_at_once_in_bounded_memory() {
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let producer = thread::spawn(move || {
         let garbage: Vec<u8> = (0..64 << 10).map(|i| (i * 7 + 13) as u8 | 0x80).collect();
         // Until the reader goes away: backpressure holds the writer meanwhile.
         loop {
             writer.write_slice(&garbage).unwrap();
-            if writer.flush_blocking().unwrap().is_completed() {
+            if writer.flush_blocking().unwrap().is_completed {
                 return;
             }
         }
@@ -386,7 +402,7 @@ fn into_inner_keeps_a_partial_frame() {
         .try_read()
         .unwrap()
         .expect("the partial frame is readable at once");
-    assert_eq!(result.buffer().to_vec(), b"\0\0\0\x09part");
+    assert_eq!(result.buffer.to_vec(), b"\0\0\0\x09part");
 }
 
 #[test]
@@ -444,10 +460,10 @@ fn send_all_batches_many_frames_into_one_flush() {
     let mut out = FrameWriter::new(writer, LengthDelimited::new());
     let items: Vec<Packet> = (0..100u8).map(|i| Packet::from(vec![i; 10])).collect();
     let (result, _) = run_counting_wakes(out.send_all(items));
-    assert!(!result.unwrap().is_completed());
+    assert!(!result.unwrap().is_completed);
     // One flush published everything: the first read sees all 100 frames.
     let read = reader.try_read().unwrap().unwrap();
-    assert_eq!(read.buffer().len(), 100 * 14);
+    assert_eq!(read.buffer.len(), 100 * 14);
     assert!(reader.try_read().is_ok());
 }
 
@@ -455,7 +471,11 @@ fn send_all_batches_many_frames_into_one_flush() {
 /// duplicated; `send_all` dropped mid-way leaves the items it did not take in the iterator.
 #[test]
 fn writer_futures_dropped_mid_wait_lose_and_duplicate_nothing() {
-    let (writer, reader) = pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
+    let (writer, reader) = pipe_with(PipeOptions {
+        pause_threshold: 16,
+        resume_threshold: 8,
+        ..Default::default()
+    });
     let mut out = FrameWriter::new(writer, LengthDelimited::new());
     let waker = Waker::from(Arc::new(CountingUnpark {
         wakes: AtomicUsize::new(0),
@@ -500,7 +520,10 @@ fn writer_futures_dropped_mid_wait_lose_and_duplicate_nothing() {
 #[test]
 fn chains_share_a_large_frame_that_spans_segments() {
     let pool = Pool::new();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let first = pool.copy_from_slice(&[1; 6000]).unwrap();
     let second = pool.copy_from_slice(&[2; 6000]).unwrap();
     let (p1, p2) = (first.as_ptr() as usize, second.as_ptr() as usize);
@@ -532,7 +555,7 @@ fn chains_share_a_large_frame_that_spans_segments() {
     out.feed(big).unwrap();
     out.into_inner().complete();
     let read = out_reader.read_blocking().unwrap();
-    let chunks: Vec<usize> = read.buffer().chunks().map(<[u8]>::len).collect();
+    let chunks: Vec<usize> = read.buffer.segments().map(<[u8]>::len).collect();
     assert_eq!(chunks, [4, 6000, 6000]);
 }
 
@@ -578,14 +601,14 @@ fn forward_flushes_a_burst_without_polling_the_stream_again() {
     assert!(pin!(out.forward(&mut stream)).poll(&mut cx).is_pending());
     // The frame, then `Pending` (its waker registered): the burst is flushed and that is all.
     assert_eq!(stream.polls, 2);
-    let len = outbound.try_read().unwrap().unwrap().buffer().len();
+    let len = outbound.try_read().unwrap().unwrap().buffer.len();
     assert_eq!(len, 7);
     outbound.advance_to(len, len).unwrap();
     // Woken: the next poll takes the next frame.
     assert!(stream.waker.take().is_some());
     assert!(pin!(out.forward(&mut stream)).poll(&mut cx).is_pending());
     assert_eq!(
-        outbound.try_read().unwrap().unwrap().buffer().to_vec(),
+        outbound.try_read().unwrap().unwrap().buffer.to_vec(),
         b"\0\0\0\x03two"
     );
 }
@@ -595,13 +618,16 @@ fn forward_polls_the_stream_after_a_flush_that_waited() {
     // The flush pauses (threshold 4 bytes), the stream's wake comes while it waits; once the
     // flush goes through in a later poll, the stream must be polled again (its wake is spent).
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-    let (writer, mut outbound) =
-        pipe_with(PipeOptions::new().pause_threshold(4).resume_threshold(1));
+    let (writer, mut outbound) = pipe_with(PipeOptions {
+        pause_threshold: 4,
+        resume_threshold: 1,
+        ..Default::default()
+    });
     let mut out = FrameWriter::new(writer, LengthDelimited::new());
     let mut stream = Script::new(&[Some(b"one"), None, Some(b"two")]);
     let mut forward = pin!(out.forward(&mut stream));
     assert!(forward.as_mut().poll(&mut cx).is_pending()); // flush paused
-    let len = outbound.try_read().unwrap().unwrap().buffer().len();
+    let len = outbound.try_read().unwrap().unwrap().buffer.len();
     assert_eq!(len, 7);
     outbound.advance_to(len, len).unwrap(); // resumes the flush
     assert!(forward.as_mut().poll(&mut cx).is_pending());
@@ -609,7 +635,7 @@ fn forward_polls_the_stream_after_a_flush_that_waited() {
         .try_read()
         .unwrap()
         .expect("the second frame was forwarded");
-    assert_eq!(read.buffer().to_vec(), b"\0\0\0\x03two");
+    assert_eq!(read.buffer.to_vec(), b"\0\0\0\x03two");
 }
 
 /// Every item of a stream with good frames, an over-long one (a decoder error, then `resume`) and
@@ -711,7 +737,7 @@ fn reuse_after_into_parts<D: packetpipe::frame::Decoder>(
     let mut cx = Context::from_waker(&waker);
     assert!(frames.poll_next_unpin(&mut cx).is_pending());
     let (mut reader, decoder) = frames.into_parts();
-    let len = reader.read_blocking().unwrap().buffer().len();
+    let len = reader.read_blocking().unwrap().buffer.len();
     assert_eq!(
         len,
         bytes.len(),
@@ -750,10 +776,10 @@ fn into_inner_hands_a_pending_cancel_on_to_the_next_read() {
     let mut reader = frames.into_inner();
     writer.write_slice(b"x").unwrap();
     writer.flush_blocking().unwrap();
-    assert!(reader.read_blocking().unwrap().is_canceled());
+    assert!(reader.read_blocking().unwrap().is_canceled);
     // One cancel, one canceled read: the next one has the byte.
     reader.advance_to(0, 0).unwrap();
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"x");
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"x");
 }
 
 #[test]
@@ -833,7 +859,7 @@ fn send_all_stops_taking_items_once_the_reader_has_completed() {
         (taken <= 1_000_000).then_some(&b"abcdefgh"[..])
     });
     let result = futures::executor::block_on(out.send_all(items)).unwrap();
-    assert!(result.is_completed());
+    assert!(result.is_completed);
     assert!(
         taken <= 2,
         "{taken} items taken from a send_all to a completed reader"
@@ -854,7 +880,10 @@ fn length_delimited_chains_follow_the_readers_copy_threshold() {
         (1000, 1500, 2),
     ];
     for (threshold, len, segments) in cases {
-        let (mut writer, reader) = pipe_with(PipeOptions::new().copy_threshold(threshold));
+        let (mut writer, reader) = pipe_with(PipeOptions {
+            copy_threshold: threshold,
+            ..Default::default()
+        });
         writer.write_slice(&header(len)).unwrap();
         writer.append(vec![1u8; len / 2]).unwrap();
         writer.append(vec![2u8; len - len / 2]).unwrap();

@@ -25,6 +25,7 @@ use bytes::BytesMut;
 use frame_decoders::*;
 use packetpipe::frame::{Delimited, FrameWriter, Lines};
 use packetpipe::pipe::{pipe_with, PipeOptions};
+use packetpipe::ByteSegments;
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder as _, Encoder as _, LinesCodec};
 
@@ -131,7 +132,7 @@ proptest! {
         lens in prop::collection::vec(prop_oneof![0usize..300, 1000usize..3000], 1..6),
     ) {
         let mut tokio_codec = config.tokio();
-        let (writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+        let (writer, mut reader) = pipe_with(PipeOptions { pause_threshold: 0, ..Default::default() });
         let mut out = FrameWriter::new(writer, config.ours());
         let mut expected = BytesMut::new();
         for (i, len) in lens.iter().enumerate() {
@@ -149,7 +150,7 @@ proptest! {
             }
         }
         out.into_inner().complete();
-        let got = reader.read_blocking().unwrap().buffer().to_vec();
+        let got = reader.read_blocking().unwrap().buffer.to_vec();
         prop_assert_eq!(got, expected.to_vec());
     }
 }

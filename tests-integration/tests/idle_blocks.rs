@@ -20,7 +20,10 @@ fn a_completed_and_consumed_pipe_holds_no_block() {
     for flushes in [1usize, 2, 5] {
         for complete_first in [false, true] {
             let pool = Pool::builder().build().unwrap();
-            let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+            let (mut writer, mut reader) = pipe_with(PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            });
             for _ in 0..flushes {
                 writer.write_slice(b"hello").unwrap();
                 writer.flush_blocking().unwrap();
@@ -29,14 +32,14 @@ fn a_completed_and_consumed_pipe_holds_no_block() {
                 writer.complete();
             }
             let read = reader.read_blocking().unwrap();
-            let n = read.buffer().len();
+            let n = read.buffer.len();
             assert_eq!(n, 5 * flushes);
             reader.advance_to(n, n).unwrap();
             if !complete_first {
                 writer.complete();
             }
             let read = reader.read_blocking().unwrap();
-            assert!(read.is_completed() && read.buffer().is_empty());
+            assert!(read.is_completed && read.buffer.is_empty());
             assert_eq!(
                 pool.stats().outstanding,
                 0,
@@ -73,8 +76,14 @@ mod forward {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let options = ConnectionOptions::new()
-                .input(PipeOptions::new().pool(pool.clone()))
-                .output(PipeOptions::new().pool(pool.clone()))
+                .input(PipeOptions {
+                    pool: Some(pool.clone()),
+                    ..Default::default()
+                })
+                .output(PipeOptions {
+                    pool: Some(pool.clone()),
+                    ..Default::default()
+                })
                 .keep_blocks_idle(keep);
             let server = tokio::spawn(async move {
                 let (socket, _) = listener.accept().await.unwrap();

@@ -31,11 +31,11 @@ fn packet_size_and_inline_capacity() {
 /// in a vector: the allocations that made, per frame.
 fn allocations_per_kept_frame(max_len: usize, frames_per_len: usize) -> Vec<(usize, u64)> {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(1 << 30),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: 1 << 30,
+        ..Default::default()
+    });
     let mut counts = Vec::new();
     for len in 1..=max_len {
         let frame: Vec<u8> = (0..len as u8).collect();
@@ -83,7 +83,10 @@ fn kept_small_frames_allocate_nothing() {
 #[test]
 fn frames_taken_are_inline_up_to_the_capacity_even_across_segments() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     // Two separately appended packets: the frame spans both segments.
     writer.append(Packet::from(b"0123456789".to_vec())).unwrap();
     writer.append(Packet::from(vec![b'x'; 30])).unwrap();
@@ -105,8 +108,11 @@ fn frames_taken_are_inline_up_to_the_capacity_even_across_segments() {
     assert!(big.as_owned().is_some());
     // A copy threshold below the inline capacity still shares what it says it shares.
     drop((writer, reader, big));
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pool(pool.clone()).copy_threshold(4));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        copy_threshold: 4,
+        ..Default::default()
+    });
     writer.write_slice(&[6; 20]).unwrap();
     writer.flush_blocking().unwrap();
     reader.read_blocking().unwrap();

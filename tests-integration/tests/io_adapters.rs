@@ -4,6 +4,7 @@
 
 #![cfg(all(feature = "tokio", feature = "futures-io"))]
 
+use packetpipe::ByteSegments;
 use std::io::{BufRead, Read, Write};
 use std::time::Duration;
 
@@ -108,7 +109,10 @@ fn tokio_io_copy_into_the_writer_and_out_of_the_reader_is_byte_exact() {
         let pattern = std::sync::Arc::new(Pattern::new());
         let (mut source_client, mut source_server) = socket_pair().await;
         let (mut sink_server, mut sink_client) = socket_pair().await;
-        let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(256 << 10));
+        let (mut writer, mut reader) = pipe_with(PipeOptions {
+            pause_threshold: 256 << 10,
+            ..Default::default()
+        });
         let p = pattern.clone();
         let send = tokio::spawn(async move {
             p.send(&mut source_client, total).await;
@@ -144,7 +148,10 @@ fn futures_io_copy_into_the_writer_and_out_of_the_reader_is_byte_exact() {
         let pattern = std::sync::Arc::new(Pattern::new());
         let (mut source_client, source_server) = socket_pair().await;
         let (sink_server, mut sink_client) = socket_pair().await;
-        let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(256 << 10));
+        let (mut writer, mut reader) = pipe_with(PipeOptions {
+            pause_threshold: 256 << 10,
+            ..Default::default()
+        });
         let p = pattern.clone();
         let send = tokio::spawn(async move {
             p.send(&mut source_client, total).await;
@@ -185,7 +192,10 @@ fn std_io_copy_across_two_threads_is_byte_exact() {
     for s in [&source_server, &sink_client] {
         s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     }
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(256 << 10));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 256 << 10,
+        ..Default::default()
+    });
 
     let p = pattern.clone();
     let send = std::thread::spawn(move || {
@@ -275,17 +285,20 @@ fn std_fill_buf_hands_out_segments_and_consume_releases_them() {
 #[test]
 fn buf_mut_puts_go_into_pooled_blocks_across_boundaries() {
     let pool = packetpipe::Pool::new();
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().min_segment_size(64).pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        min_segment_size: 64,
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     for i in 0..100u32 {
         writer.put_u32_le(i);
         writer.put_u8(b'|');
     }
     writer.flush_blocking().unwrap();
     let result = reader.read_blocking().unwrap();
-    let bytes = result.buffer().to_vec();
+    let bytes = result.buffer.to_vec();
     assert!(
-        result.buffer().chunks().count() > 1,
+        result.buffer.segments().count() > 1,
         "the puts crossed blocks"
     );
     let expected: Vec<u8> = (0..100u32)
@@ -306,11 +319,11 @@ fn buf_mut_puts_go_into_pooled_blocks_across_boundaries() {
 #[test]
 fn io_writes_without_flushes_stay_bounded_by_the_pause_threshold() {
     let pause = 4096;
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pause_threshold(pause)
-            .resume_threshold(1024),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: pause,
+        resume_threshold: 1024,
+        ..Default::default()
+    });
     let total = 1 << 20;
     let producer = std::thread::spawn(move || {
         let chunk = [7u8; 1000];
@@ -324,9 +337,9 @@ fn io_writes_without_flushes_stay_bounded_by_the_pause_threshold() {
     let mut max_unconsumed = 0;
     loop {
         let result = reader.read_blocking().unwrap();
-        let len = result.buffer().len();
+        let len = result.buffer.len();
         max_unconsumed = max_unconsumed.max(len);
-        let done = result.is_completed();
+        let done = result.is_completed;
         reader.advance_to(len, len).unwrap();
         got += len;
         if done {
@@ -381,7 +394,10 @@ fn tokio_fill_and_drain_pumps_move_the_stream_byte_exact() {
         let pattern = std::sync::Arc::new(Pattern::new());
         let (mut source_client, mut source_server) = socket_pair().await;
         let (mut sink_server, mut sink_client) = socket_pair().await;
-        let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(256 << 10));
+        let (mut writer, mut reader) = pipe_with(PipeOptions {
+            pause_threshold: 256 << 10,
+            ..Default::default()
+        });
         let p = pattern.clone();
         let send = tokio::spawn(async move {
             p.send(&mut source_client, total).await;
@@ -416,7 +432,10 @@ fn futures_and_blocking_pumps_move_the_stream_byte_exact() {
     let data: Vec<u8> = pattern.at(0, total.min(pattern.block.len())).collect();
 
     // blocking: a slice source, a Vec sink, two threads.
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(64 << 10));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 64 << 10,
+        ..Default::default()
+    });
     let source = data.clone();
     let fill = std::thread::spawn(move || {
         packetpipe::io::fill_blocking(&mut writer, &mut &source[..]).unwrap()
@@ -431,7 +450,10 @@ fn futures_and_blocking_pumps_move_the_stream_byte_exact() {
 
     // futures-io: cursors, one executor.
     futures::executor::block_on(async {
-        let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(64 << 10));
+        let (mut writer, mut reader) = pipe_with(PipeOptions {
+            pause_threshold: 64 << 10,
+            ..Default::default()
+        });
         let mut source = futures::io::Cursor::new(data.clone());
         let mut sink = futures::io::Cursor::new(Vec::new());
         let (filled, drained) = futures::future::join(

@@ -37,12 +37,12 @@ fn round_trips_allocate_nothing(request_len: usize) {
                     return;
                 };
                 let mut header = [0; 4];
-                result.buffer().copy_prefix_to(&mut header).unwrap();
+                result.buffer.copy_prefix_to(&mut header).unwrap();
                 let body = u32::from_be_bytes(header) as usize;
                 let Ok(result) = app.reader.read_at_least(4 + body).await else {
                     return;
                 };
-                for chunk in result.buffer().slice(4..4 + body).chunks() {
+                for chunk in result.buffer.slice(4..4 + body).segments() {
                     app.writer.write_slice(chunk).unwrap();
                 }
                 app.reader.advance_to(4 + body, 4 + body).unwrap();

@@ -8,6 +8,7 @@
 
 #![cfg(all(feature = "tokio", feature = "futures-io"))]
 
+use packetpipe::ByteSegments;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -116,12 +117,12 @@ fn run<F: Future>(future: F) -> F::Output {
 }
 
 fn small_pipe() -> (PipeWriter, PipeReader) {
-    pipe_with(
-        PipeOptions::new()
-            .pause_threshold(512)
-            .resume_threshold(128)
-            .min_segment_size(256),
-    )
+    pipe_with(PipeOptions {
+        pause_threshold: 512,
+        resume_threshold: 128,
+        min_segment_size: 256,
+        ..Default::default()
+    })
 }
 
 /// Writes the stream into `sink` in random chunks until told to stop, then shuts it down.
@@ -402,8 +403,8 @@ fn native_read_and_flush_futures_dropped_while_waiting_lose_and_repeat_nothing()
                 };
                 let Some(result) = read else { continue };
                 let result = result.unwrap();
-                let bytes = result.buffer().to_vec();
-                let done = result.is_completed();
+                let bytes = result.buffer.to_vec();
+                let done = result.is_completed;
                 check(offset, &bytes);
                 // Consume a random part, examine all of it: the rest comes again, unchanged.
                 let consumed = rng.below(bytes.len() + 1);

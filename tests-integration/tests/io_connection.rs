@@ -4,6 +4,7 @@
 
 #![cfg(all(feature = "tokio", feature = "futures-io"))]
 
+use packetpipe::ByteSegments;
 use std::time::Duration;
 
 use packetpipe::io::{ConnectionOptions, DuplexPipe};
@@ -33,16 +34,16 @@ fn run<F: std::future::Future>(future: F) -> F::Output {
 
 fn options(pool: &Pool) -> ConnectionOptions {
     ConnectionOptions::new()
-        .input(
-            PipeOptions::new()
-                .pool(pool.clone())
-                .pause_threshold(64 << 10),
-        )
-        .output(
-            PipeOptions::new()
-                .pool(pool.clone())
-                .pause_threshold(64 << 10),
-        )
+        .input(PipeOptions {
+            pool: Some(pool.clone()),
+            pause_threshold: 64 << 10,
+            ..Default::default()
+        })
+        .output(PipeOptions {
+            pool: Some(pool.clone()),
+            pause_threshold: 64 << 10,
+            ..Default::default()
+        })
 }
 
 /// The application of the echo tests: every byte read goes back out, straight from the input's
@@ -51,11 +52,11 @@ async fn echo_app(mut app: DuplexPipe) -> u64 {
     let mut echoed = 0;
     loop {
         let result = app.reader.read_buffer().await.unwrap();
-        let buffer = result.buffer();
-        for chunk in buffer.chunks() {
+        let buffer = result.buffer;
+        for chunk in buffer.segments() {
             app.writer.write_slice(chunk).unwrap();
         }
-        let (len, done) = (buffer.len(), result.is_completed());
+        let (len, done) = (buffer.len(), result.is_completed);
         app.reader.advance_to(len, len).unwrap();
         app.writer.flush_pipe().await.unwrap();
         echoed += len as u64;
@@ -155,8 +156,8 @@ fn half_close_propagates_both_ways() {
         client.write_all(b"question").await.unwrap();
         client.shutdown().await.unwrap(); // the client is done sending
         let result = app.reader.read_at_least(usize::MAX).await.unwrap();
-        assert_eq!(result.buffer().to_vec(), b"question");
-        assert!(result.is_completed(), "the peer's EOF completes the reader");
+        assert_eq!(result.buffer.to_vec(), b"question");
+        assert!(result.is_completed, "the peer's EOF completes the reader");
         app.writer.write_slice(b"answer after your EOF").unwrap();
         app.writer.complete();
         let mut answer = Vec::new();
@@ -177,8 +178,8 @@ fn a_peer_reset_reaches_the_reader_after_the_bytes_before_it() {
         let payload = Rng(7).bytes(200_000);
         client.write_all(&payload).await.unwrap();
         let result = app.reader.read_at_least(payload.len()).await.unwrap();
-        assert_eq!(result.buffer().to_vec(), payload);
-        let len = result.buffer().len();
+        assert_eq!(result.buffer.to_vec(), payload);
+        let len = result.buffer.len();
         app.reader.advance_to(len, len).unwrap();
         // Every byte is in; now the peer resets (SO_LINGER 0, then close: an RST, not a FIN).
         client.set_zero_linger().unwrap();
@@ -219,7 +220,7 @@ fn dropping_the_application_ends_mid_stream_stops_the_pumps_and_frees_every_bloc
         });
         let mut got = 0;
         while got < 1 << 20 {
-            let len = app.reader.read_buffer().await.unwrap().buffer().len();
+            let len = app.reader.read_buffer().await.unwrap().buffer.len();
             app.reader.advance_to(len, len).unwrap();
             got += len;
         }
@@ -274,7 +275,7 @@ fn an_application_writer_completed_with_an_error_still_ends_the_peers_stream() {
         // application's error, where it was given.
         drop(client);
         let end = app.reader.read_buffer().await.unwrap();
-        assert!(end.is_completed() && end.buffer().is_empty());
+        assert!(end.is_completed && end.buffer.is_empty());
         let e = tokio::time::timeout(Duration::from_secs(10), connection)
             .await
             .expect("the connection ended")

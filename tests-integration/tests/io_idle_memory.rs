@@ -12,6 +12,7 @@
 mod kit;
 
 use kit::counting_alloc;
+use packetpipe::ByteSegments;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -77,8 +78,14 @@ fn idle_duplex_connections_hold_little_heap_and_no_pooled_block() {
         }
         let pool = Pool::new();
         let options = ConnectionOptions::new()
-            .input(PipeOptions::new().pool(pool.clone()))
-            .output(PipeOptions::new().pool(pool.clone()));
+            .input(PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            })
+            .output(PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            });
         let mut apps: Vec<DuplexPipe> = Vec::with_capacity(n);
         let before = counting_alloc::live_bytes();
 
@@ -91,8 +98,8 @@ fn idle_duplex_connections_hold_little_heap_and_no_pooled_block() {
         for app in apps.iter_mut() {
             let len = {
                 let result = app.reader.read_at_least(MESSAGE.len()).await.unwrap();
-                assert_eq!(result.buffer().to_vec(), MESSAGE);
-                result.buffer().len()
+                assert_eq!(result.buffer.to_vec(), MESSAGE);
+                result.buffer.len()
             };
             app.reader.advance_to(len, len).unwrap();
             app.writer.write_slice(MESSAGE).unwrap();

@@ -2,6 +2,7 @@
 //! socket and its flushes write it; the connection's future reports how it ended.
 #![cfg(feature = "tokio")]
 
+use packetpipe::ByteSegments;
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -74,12 +75,12 @@ fn a_trickling_peer_is_read_in_the_readers_own_poll_and_every_byte_arrives() {
         let mut reader = app.reader;
         let got = {
             let result = reader.read_at_least(message.len()).await.unwrap();
-            result.buffer().to_vec()
+            result.buffer.to_vec()
         };
         assert_eq!(got, message);
         reader.advance_to(got.len(), got.len()).unwrap();
         let end = reader.read_buffer().await.unwrap();
-        assert!(end.is_completed());
+        assert!(end.is_completed);
         drop(reader);
         drop(app.writer);
         let _client = peer.await.unwrap();
@@ -96,13 +97,16 @@ fn a_slow_peer_gets_every_byte_while_the_flushes_wait_at_the_pause_threshold() {
         let (mut client, server) = socket_pair().await;
         let pool = Pool::new();
         let options = ConnectionOptions::new()
-            .input(PipeOptions::new().pool(pool.clone()))
-            .output(
-                PipeOptions::new()
-                    .pool(pool.clone())
-                    .pause_threshold(64 * 1024)
-                    .resume_threshold(32 * 1024),
-            );
+            .input(PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            })
+            .output(PipeOptions {
+                pool: Some(pool.clone()),
+                pause_threshold: 64 * 1024,
+                resume_threshold: 32 * 1024,
+                ..Default::default()
+            });
         let (app, connection) = packetpipe::io::tokio::connection_with(server, options);
         let connection = tokio::spawn(connection);
         const TOTAL: usize = 8 << 20;

@@ -10,6 +10,7 @@
 #[path = "common/counting_alloc.rs"]
 mod counting_alloc;
 
+use packetpipe::ByteSegments;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
@@ -36,8 +37,14 @@ fn env_size(name: &str, default: usize) -> usize {
 /// wakes of other threads), `pool` for every pipe and receive buffer.
 fn builder(pool: &Pool) -> DriverBuilder {
     let options = ConnectionOptions::new()
-        .input(PipeOptions::new().pool(pool.clone()))
-        .output(PipeOptions::new().pool(pool.clone()));
+        .input(PipeOptions {
+            pool: Some(pool.clone()),
+            ..Default::default()
+        })
+        .output(PipeOptions {
+            pool: Some(pool.clone()),
+            ..Default::default()
+        });
     let builder = Driver::builder()
         .connection_options(options)
         .task_run(task_run_from_env());
@@ -126,8 +133,8 @@ async fn echo(mut pipe: DuplexPipe) {
         let Ok(read) = pipe.reader.read_buffer().await else {
             return;
         };
-        let (n, done) = (read.buffer().len(), read.is_completed());
-        for chunk in read.buffer().chunks() {
+        let (n, done) = (read.buffer.len(), read.is_completed);
+        for chunk in read.buffer.segments() {
             pipe.writer.write_slice(chunk).unwrap();
         }
         pipe.reader.advance_to(n, n).unwrap();
@@ -407,9 +414,9 @@ fn a_reset_mid_frame_completes_the_input_with_the_error() {
             let error = loop {
                 match pipe.reader.read_buffer().await {
                     Ok(read) => {
-                        let n = read.buffer().len();
-                        got.extend(read.buffer().to_vec());
-                        let done = read.is_completed();
+                        let n = read.buffer.len();
+                        got.extend(read.buffer.to_vec());
+                        let done = read.is_completed;
                         pipe.reader.advance_to(n, n).unwrap();
                         if done {
                             break None;
@@ -475,13 +482,16 @@ fn a_slow_application_pauses_its_own_receive_only() {
     const PAUSE: usize = 16 * 1024;
     let pool = Pool::new();
     let options = ConnectionOptions::new()
-        .input(
-            PipeOptions::new()
-                .pool(pool.clone())
-                .pause_threshold(PAUSE)
-                .resume_threshold(PAUSE / 2),
-        )
-        .output(PipeOptions::new().pool(pool.clone()));
+        .input(PipeOptions {
+            pool: Some(pool.clone()),
+            pause_threshold: PAUSE,
+            resume_threshold: PAUSE / 2,
+            ..Default::default()
+        })
+        .output(PipeOptions {
+            pool: Some(pool.clone()),
+            ..Default::default()
+        });
     let (go_tx, go_rx) = mpsc::channel::<futures::channel::oneshot::Receiver<()>>();
     let go_rx = std::sync::Mutex::new(go_rx);
     let app = move |mut pipe: DuplexPipe| {
@@ -494,7 +504,7 @@ fn a_slow_application_pauses_its_own_receive_only() {
                 let _ = go.await;
                 loop {
                     let held = match pipe.reader.try_read() {
-                        Ok(Some(read)) => (read.buffer().len(), read.is_completed()),
+                        Ok(Some(read)) => (read.buffer.len(), read.is_completed),
                         Ok(None) => (0, false),
                         Err(_) => return,
                     };
@@ -587,8 +597,8 @@ fn an_application_on_another_thread_through_the_pipes() {
                     let Ok(read) = pipe.reader.read_blocking() else {
                         return;
                     };
-                    let (n, done) = (read.buffer().len(), read.is_completed());
-                    for chunk in read.buffer().chunks() {
+                    let (n, done) = (read.buffer.len(), read.is_completed);
+                    for chunk in read.buffer.segments() {
                         pipe.writer.write_slice(chunk).unwrap();
                     }
                     pipe.reader.advance_to(n, n).unwrap();
@@ -633,10 +643,10 @@ fn steady_state_messages_allocate_nothing() {
                 let Ok(read) = pipe.reader.read_at_least(64).await else {
                     return;
                 };
-                if read.buffer().len() < 64 {
+                if read.buffer.len() < 64 {
                     return;
                 }
-                for chunk in read.buffer().slice(..64).chunks() {
+                for chunk in read.buffer.slice(..64).segments() {
                     pipe.writer.write_slice(chunk).unwrap();
                 }
                 pipe.reader.advance_to(64, 64).unwrap();

@@ -23,14 +23,13 @@ fn frames() -> u64 {
 
 /// Small blocks and thresholds, so segments roll over and flushes pause every few frames.
 fn small_pipe(pool: &Pool) -> (PipeWriter, PipeReader) {
-    pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(256)
-            .resume_threshold(64)
-            .min_segment_size(128)
-            .copy_threshold(32),
-    )
+    pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: 256,
+        resume_threshold: 64,
+        min_segment_size: 128,
+        copy_threshold: 32,
+    })
 }
 
 fn small_pool() -> Pool {
@@ -69,10 +68,10 @@ fn write_frame(writer: &mut PipeWriter, pool: &Pool, i: u64) {
         }
         1 => {
             let n = header.len() + body.len();
-            let space = writer.buffer_mut(n).unwrap();
+            let space = writer.spare_mut(n).unwrap();
             space[..2].copy_from_slice(&header);
             space[2..n].copy_from_slice(&body);
-            writer.advance(n).unwrap();
+            writer.commit(n).unwrap();
         }
         2 => {
             writer.write_slice(&header).unwrap();
@@ -89,7 +88,7 @@ fn write_frame(writer: &mut PipeWriter, pool: &Pool, i: u64) {
 
 /// Parse and take out every whole frame of the last read.
 fn take_frames(reader: &mut PipeReader, next: &mut u64, kept: &mut Vec<(u64, Packet)>) {
-    while let Some(buffer) = reader.last_read().map(|r| r.buffer()) {
+    while let Some(buffer) = reader.last_read().map(|r| r.buffer) {
         if buffer.len() < 2 {
             break;
         }
@@ -135,9 +134,9 @@ fn frames_stream_between_two_threads_under_backpressure() {
     let (mut next, mut kept) = (0u64, Vec::new());
     loop {
         let result = reader.read_blocking().unwrap();
-        let done = result.is_completed();
+        let done = result.is_completed;
         take_frames(&mut reader, &mut next, &mut kept);
-        let left = reader.last_read().unwrap().buffer().len();
+        let left = reader.last_read().unwrap().buffer.len();
         assert!(!done || left == 0, "{left} bytes after the last frame");
         reader.advance_to(0, left).unwrap();
         if done {
@@ -175,7 +174,7 @@ fn reader_completes_mid_stream_while_the_writer_is_paused() {
             for i in 0..total {
                 write_frame(&mut writer, &pool, i);
                 let result = writer.flush_blocking().unwrap();
-                saw_completed |= result.is_completed();
+                saw_completed |= result.is_completed;
             }
             writer.complete();
             saw_completed
@@ -185,11 +184,11 @@ fn reader_completes_mid_stream_while_the_writer_is_paused() {
     let (mut next, mut kept) = (0u64, Vec::new());
     while next < total / 2 {
         let result = reader.read_blocking().unwrap();
-        if result.is_completed() {
+        if result.is_completed {
             break;
         }
         take_frames(&mut reader, &mut next, &mut kept);
-        let left = reader.last_read().unwrap().buffer().len();
+        let left = reader.last_read().unwrap().buffer.len();
         reader.advance_to(0, left).unwrap();
     }
     reader.complete();
@@ -272,11 +271,11 @@ fn inline_connection_echo_over_trickling_reads_and_partial_writes() {
     }
     let sink = Partial::default();
     let written = sink.written.clone();
-    let pipe = || {
-        PipeOptions::new()
-            .pool(pool.clone())
-            .min_segment_size(128)
-            .copy_threshold(32)
+    let pipe = || PipeOptions {
+        pool: Some(pool.clone()),
+        min_segment_size: 128,
+        copy_threshold: 32,
+        ..Default::default()
     };
     let options = ConnectionOptions::new().input(pipe()).output(pipe());
     let source = Trickle {

@@ -10,6 +10,7 @@
 //! Each measurement first runs the operation unmeasured (warm-up: the pool's thread caches, the
 //! recycled segment nodes, the blocking forms' thread waker), then counts a batch of frames.
 
+use packetpipe::ByteSegments;
 use std::hint::black_box;
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll, Wake, Waker};
@@ -41,9 +42,9 @@ fn allocations_per_batch(frame: impl FnMut()) -> u64 {
 #[track_caller]
 fn read_and_consume(reader: &mut PipeReader, expected_len: usize) {
     let result = reader.read_blocking().unwrap();
-    let len = result.buffer().len();
+    let len = result.buffer.len();
     assert_eq!(len, expected_len);
-    assert!(!result.is_completed() && !result.is_canceled());
+    assert!(!result.is_completed && !result.is_canceled);
     reader.advance_to(len, len).unwrap();
 }
 
@@ -129,7 +130,7 @@ fn append_read_advance_allocates_nothing_per_frame() {
             writer.flush_blocking().unwrap();
             for left in (1..=4).rev() {
                 let result = reader.read_blocking().unwrap();
-                assert_eq!(result.buffer().len(), left * size);
+                assert_eq!(result.buffer.len(), left * size);
                 reader.advance_to(size, size).unwrap();
             }
         });
@@ -156,13 +157,13 @@ fn buffer_mut_advance_flush_read_advance_to_allocates_nothing_per_frame() {
         let mut tag = 0u8;
         let n = allocations_per_batch(|| {
             tag = tag.wrapping_add(1);
-            let space = writer.buffer_mut(size).unwrap();
+            let space = writer.spare_mut(size).unwrap();
             space[..size].fill(tag);
-            writer.advance(size).unwrap();
+            writer.commit(size).unwrap();
             writer.flush_blocking().unwrap();
             let result = reader.read_blocking().unwrap();
-            assert_eq!(result.buffer().len(), size);
-            assert!(result.buffer().chunks().flatten().all(|&b| b == tag));
+            assert_eq!(result.buffer.len(), size);
+            assert!(result.buffer.segments().flatten().all(|&b| b == tag));
             reader.advance_to(size, size).unwrap();
         });
         assert_eq!(n, 0, "buffer_mut/advance -> flush -> read -> advance_to, {size} B: {n} allocations in {FRAMES} frames");
@@ -184,7 +185,10 @@ fn buffer_mut_advance_flush_read_advance_to_allocates_nothing_per_frame() {
 #[test]
 fn unpaused_flush_allocates_nothing() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let counter = Arc::new(CountWaker::default());
     let waker = Waker::from(counter.clone());
     let mut in_flush = 0;
@@ -198,8 +202,8 @@ fn unpaused_flush_allocates_nothing() {
         writer.write_slice(&STATIC[..64]).unwrap();
         let polled = writer.poll_flush_pipe(&mut Context::from_waker(&waker));
         let after = allocations();
-        assert!(!result.is_completed() && !result.is_canceled());
-        assert!(!zero_byte.is_completed() && !zero_byte.is_canceled());
+        assert!(!result.is_completed && !result.is_canceled);
+        assert!(!zero_byte.is_completed && !zero_byte.is_canceled);
         assert!(matches!(polled, Poll::Ready(Ok(_))), "the flush paused");
         if counting {
             in_flush += after - before;
@@ -237,7 +241,7 @@ fn a_read_that_waits_and_the_flush_that_wakes_it_allocate_nothing() {
         writer.write_slice(&STATIC[..100]).unwrap();
         writer.flush_blocking().unwrap(); // wakes the waiting reader
         assert!(reader.poll_read_buffer(&mut cx).is_ready());
-        let len = reader.last_read().unwrap().buffer().len();
+        let len = reader.last_read().unwrap().buffer.len();
         assert_eq!(len, 100);
         reader.advance_to(len, len).unwrap();
     });
@@ -245,12 +249,12 @@ fn a_read_that_waits_and_the_flush_that_wakes_it_allocate_nothing() {
     assert_eq!(counter.get(), waits, "every wait was woken exactly once");
 
     // The same with a paused flush that the reader releases.
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(100)
-            .resume_threshold(50),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: 100,
+        resume_threshold: 50,
+        ..Default::default()
+    });
     let n = allocations_per_batch(|| {
         let mut cx = Context::from_waker(&waker);
         writer.write_slice(&STATIC[..100]).unwrap();
@@ -258,7 +262,7 @@ fn a_read_that_waits_and_the_flush_that_wakes_it_allocate_nothing() {
             writer.poll_flush_pipe(&mut cx).is_pending(),
             "the flush must pause"
         );
-        let len = reader.try_read().unwrap().unwrap().buffer().len();
+        let len = reader.try_read().unwrap().unwrap().buffer.len();
         reader.advance_to(len, len).unwrap(); // wakes the paused flush
         assert!(writer.poll_flush_pipe(&mut cx).is_ready());
     });
@@ -268,12 +272,12 @@ fn a_read_that_waits_and_the_flush_that_wakes_it_allocate_nothing() {
 #[test]
 fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pool(pool.clone())
-            .copy_threshold(1024)
-            .pause_threshold(1 << 20),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        copy_threshold: 1024,
+        pause_threshold: 1 << 20,
+        ..Default::default()
+    });
 
     // One small frame per read, copied into a fitted pooled buffer (300 bytes), or beside the
     // other small copies in the block they share (100 bytes).
@@ -281,9 +285,9 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
         let n = allocations_per_batch(|| {
             writer.write_slice(&STATIC[..size]).unwrap();
             writer.flush_blocking().unwrap();
-            let buffer = reader.read_blocking().unwrap().buffer();
+            let buffer = reader.read_blocking().unwrap().buffer;
             assert_eq!(buffer.len(), size);
-            let segment = buffer.first_chunk().as_ptr();
+            let segment = buffer.chunks().next().unwrap_or_default().as_ptr();
             let frame = reader.take_frame(size).unwrap();
             assert_ne!(frame.as_ptr(), segment, "copied, not shared");
             if size > 256 {
@@ -312,7 +316,7 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
         for _ in 0..16 {
             kept.push(reader.take_frame(200).unwrap());
         }
-        assert_eq!(reader.last_read().unwrap().buffer().len(), 0);
+        assert_eq!(reader.last_read().unwrap().buffer.len(), 0);
         reader.advance_to(0, 0).unwrap();
         kept.clear();
     });
@@ -359,25 +363,28 @@ const RESPONSE: usize = 64;
 /// Reads one `len`-byte message, checks its first byte, consumes it.
 fn receive(reader: &mut PipeReader, len: usize, tag: u8) {
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().len(), len, "one message at a time");
-    assert_eq!(result.buffer().get(0), Some(tag));
+    assert_eq!(result.buffer.len(), len, "one message at a time");
+    assert_eq!(result.buffer.get(0), Some(tag));
     reader.advance_to(len, len).unwrap();
 }
 
 fn send(writer: &mut PipeWriter, len: usize, tag: u8) {
-    let space = writer.buffer_mut(len).unwrap();
+    let space = writer.spare_mut(len).unwrap();
     space[..len].fill(tag);
-    writer.advance(len).unwrap();
+    writer.commit(len).unwrap();
     let result = writer.flush_blocking().unwrap();
     // Both threads hand their pipe ends back when done, so no side completes mid-exchange.
-    assert!(!result.is_completed() && !result.is_canceled());
+    assert!(!result.is_completed && !result.is_canceled);
 }
 
 #[test]
 fn request_response_ping_pong_across_threads_allocates_nothing() {
     let pool = Pool::new();
     warm_pool_for_ping_pong(&pool, 320);
-    let options = PipeOptions::new().pool(pool.clone());
+    let options = PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    };
     let (mut request_writer, mut request_reader) = pipe_with(options.clone());
     let (mut response_writer, mut response_reader) = pipe_with(options);
     let (done_tx, done_rx) = mpsc::channel();
@@ -455,15 +462,18 @@ fn ping_pong_reads_really_wait_and_waiting_allocates_nothing() {
             thread::park();
         }
         let result = reader.last_read().unwrap();
-        assert_eq!(result.buffer().len(), len);
-        assert_eq!(result.buffer().get(0), Some(tag));
+        assert_eq!(result.buffer.len(), len);
+        assert_eq!(result.buffer.get(0), Some(tag));
         reader.advance_to(len, len).unwrap();
         waits
     }
 
     let pool = Pool::new();
     warm_pool_for_ping_pong(&pool, 320);
-    let options = PipeOptions::new().pool(pool.clone());
+    let options = PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    };
     let (mut request_writer, mut request_reader) = pipe_with(options.clone());
     let (mut response_writer, mut response_reader) = pipe_with(options);
     let (done_tx, done_rx) = mpsc::channel();

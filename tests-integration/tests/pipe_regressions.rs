@@ -4,11 +4,12 @@
 mod kit;
 
 use kit::counting_alloc;
+use packetpipe::ByteSegments;
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-use packetpipe::pipe::{pipe, pipe_with, PipeOptions};
+use packetpipe::pipe::{pipe, pipe_with, PipeOptions, PipeReader};
 use packetpipe::Error;
 
 #[global_allocator]
@@ -27,11 +28,14 @@ fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
 #[test]
 fn read_at_least_usize_max_after_consuming_reads_to_the_end_under_backpressure() {
     let (bytes, completed) = within_a_minute(|| {
-        let (mut writer, mut reader) =
-            pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
+        let (mut writer, mut reader) = pipe_with(PipeOptions {
+            pause_threshold: 16,
+            resume_threshold: 8,
+            ..Default::default()
+        });
         writer.write_slice(&[1; 10]).unwrap();
         writer.flush_blocking().unwrap();
-        let len = reader.read_blocking().unwrap().buffer().len();
+        let len = reader.read_blocking().unwrap().buffer.len();
         // consumed > 0: a wait target computed as `consumed + n` would overflow.
         reader.advance_to(5, len).unwrap();
         let producer = std::thread::spawn(move || {
@@ -41,8 +45,8 @@ fn read_at_least_usize_max_after_consuming_reads_to_the_end_under_backpressure()
                 writer.flush_blocking().unwrap();
             }
         });
-        let result = reader.read_at_least_blocking(usize::MAX).unwrap();
-        let out = (result.buffer().to_vec(), result.is_completed());
+        let result = packetpipe::block_on(reader.read_at_least(usize::MAX)).unwrap();
+        let out = (result.buffer.to_vec(), result.is_completed);
         producer.join().unwrap();
         out
     });
@@ -62,19 +66,19 @@ fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
     writer.flush_blocking().unwrap();
     writer.complete_with_error("connection reset");
 
-    let err = reader.read_at_least_blocking(10).unwrap_err();
+    let err = packetpipe::block_on(reader.read_at_least(10)).unwrap_err();
     assert!(
         matches!(&err, Error::Peer { side: "writer", source } if source.to_string() == "connection reset"),
         "{err:?}"
     );
     // The short bytes were not lost: a plain read still returns them, then the error again.
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"abc");
-    assert!(!result.is_completed() && !result.is_canceled());
-    reader.consume_all().unwrap();
+    assert_eq!(result.buffer.to_vec(), b"abc");
+    assert!(!result.is_completed && !result.is_canceled);
+    consume_all(&mut reader).unwrap();
     assert!(matches!(reader.read_blocking(), Err(Error::Peer { .. })));
     assert!(matches!(
-        reader.read_at_least_blocking(1),
+        packetpipe::block_on(reader.read_at_least(1)),
         Err(Error::Peer { .. })
     ));
 }
@@ -84,15 +88,15 @@ fn read_at_least_with_enough_bytes_before_a_writer_error_returns_them_first() {
     let (mut writer, mut reader) = pipe();
     writer.write_slice(b"abcdef").unwrap();
     writer.complete_with_error("boom");
-    let result = reader.read_at_least_blocking(4).unwrap();
-    assert_eq!(result.buffer().to_vec(), b"abcdef");
+    let result = packetpipe::block_on(reader.read_at_least(4)).unwrap();
+    assert_eq!(result.buffer.to_vec(), b"abcdef");
     assert!(
-        !result.is_completed(),
+        !result.is_completed,
         "a failed writer ends through its error"
     );
-    reader.consume_all().unwrap();
+    consume_all(&mut reader).unwrap();
     assert!(matches!(
-        reader.read_at_least_blocking(4),
+        packetpipe::block_on(reader.read_at_least(4)),
         Err(Error::Peer { .. })
     ));
 }
@@ -120,7 +124,10 @@ fn one_pool() -> packetpipe::Pool {
 #[test]
 fn a_flush_of_appended_bytes_keeps_the_parked_write_buffer() {
     let pool = one_pool();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     writer.write_slice(b"ab").unwrap();
     writer.flush_blocking().unwrap(); // parks the buffer
     writer.append(bytes::Bytes::from_static(b"cd")).unwrap();
@@ -128,13 +135,13 @@ fn a_flush_of_appended_bytes_keeps_the_parked_write_buffer() {
     writer.write_slice(b"ef").unwrap(); // takes it back
     writer.flush_blocking().unwrap();
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"abcdef");
+    assert_eq!(result.buffer.to_vec(), b"abcdef");
     assert_eq!(
         pool.stats().rents,
         1,
         "the tail of the one block was reused"
     );
-    reader.consume_all().unwrap();
+    consume_all(&mut reader).unwrap();
     drop((writer, reader));
     assert_eq!(pool.stats().outstanding, 0);
 }
@@ -146,11 +153,14 @@ fn a_flush_of_appended_bytes_keeps_the_parked_write_buffer() {
 fn a_waiting_reader_sends_the_writers_parked_block_home() {
     use std::task::Context;
     let pool = one_pool();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     writer.write_slice(b"request").unwrap();
     writer.flush_blocking().unwrap();
     reader.read_blocking().unwrap();
-    reader.consume_all().unwrap();
+    consume_all(&mut reader).unwrap();
     assert_eq!(pool.stats().outstanding, 1, "the writer's parked block");
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     assert!(reader.poll_read_buffer(&mut cx).is_pending());
@@ -158,7 +168,7 @@ fn a_waiting_reader_sends_the_writers_parked_block_home() {
 
     writer.write_slice(b"next").unwrap();
     writer.flush_blocking().unwrap();
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"next");
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"next");
     assert_eq!(pool.stats().rents, 2, "a fresh block for the next write");
 }
 
@@ -167,13 +177,16 @@ fn a_waiting_reader_sends_the_writers_parked_block_home() {
 #[test]
 fn a_reader_that_never_waits_leaves_the_writer_its_block() {
     let pool = one_pool();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     for i in 0..100u8 {
         writer.write_slice(&[i; 10]).unwrap();
         writer.flush_blocking().unwrap();
         let result = reader.try_read().unwrap().expect("flushed bytes are there");
-        assert_eq!(result.buffer().to_vec(), [i; 10]);
-        reader.consume_all().unwrap();
+        assert_eq!(result.buffer.to_vec(), [i; 10]);
+        consume_all(&mut reader).unwrap();
     }
     assert_eq!(pool.stats().rents, 1, "1,000 bytes in one 4 KiB block");
 }
@@ -187,17 +200,21 @@ fn a_reader_that_never_waits_leaves_the_writer_its_block() {
 fn many_flushes_of_one_block_consumed_at_once_send_it_home_exactly_once() {
     use std::task::Context;
     let pool = one_pool();
-    let options = PipeOptions::new().pool(pool.clone()).copy_threshold(0);
+    let options = PipeOptions {
+        pool: Some(pool.clone()),
+        copy_threshold: 0,
+        ..Default::default()
+    };
     let (mut writer, mut reader) = pipe_with(options);
     for i in 0..100u8 {
         writer.write_slice(&[i; 10]).unwrap();
         writer.flush_blocking().unwrap();
     }
     let expected: Vec<u8> = (0..100u8).flat_map(|i| [i; 10]).collect();
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), expected);
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), expected);
     // A packet taken out by sharing (copy threshold 0) keeps the block past the batch's release.
     let shared = reader.take_frame(10).unwrap();
-    reader.consume_all().unwrap();
+    consume_all(&mut reader).unwrap();
     assert_eq!(pool.stats().rents, 1, "one block for all 100 flushes");
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     assert!(reader.poll_read_buffer(&mut cx).is_pending());
@@ -208,8 +225,8 @@ fn many_flushes_of_one_block_consumed_at_once_send_it_home_exactly_once() {
 
     writer.write_slice(b"next").unwrap();
     writer.flush_blocking().unwrap();
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"next");
-    reader.consume_all().unwrap();
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"next");
+    consume_all(&mut reader).unwrap();
     drop((writer, reader));
     let stats = pool.stats();
     assert_eq!(
@@ -224,7 +241,7 @@ fn many_flushes_of_one_block_consumed_at_once_send_it_home_exactly_once() {
 #[test]
 fn buffer_mut_after_the_reader_completed_fails_like_with_a_live_reader() {
     let (mut live, _reader) = pipe();
-    let live_error = live.buffer_mut(usize::MAX).unwrap_err();
+    let live_error = live.spare_mut(usize::MAX).unwrap_err();
     assert!(
         matches!(
             live_error,
@@ -238,10 +255,10 @@ fn buffer_mut_after_the_reader_completed_fails_like_with_a_live_reader() {
     let (mut writer, mut reader) = pipe();
     reader.complete();
     writer.write_slice(b"x").unwrap(); // notices the completion
-    assert_eq!(writer.buffer_mut(usize::MAX).unwrap_err(), live_error);
+    assert_eq!(writer.spare_mut(usize::MAX).unwrap_err(), live_error);
     // A hint beyond a block's capacity, or beyond the memory there is, is an error naming it,
     // never an abort.
-    match writer.buffer_mut(1 << 60) {
+    match writer.spare_mut(1 << 60) {
         Err(Error::AllocationFailed { size })
         | Err(Error::RequestTooLarge {
             requested: size, ..
@@ -253,7 +270,7 @@ fn buffer_mut_after_the_reader_completed_fails_like_with_a_live_reader() {
             other.map(|s| s.len())
         ),
     }
-    assert!(writer.flush_blocking().unwrap().is_completed());
+    assert!(writer.flush_blocking().unwrap().is_completed);
 }
 
 /// Discarded writes (the reader completed) hold no memory: `write_slice` copies nothing, and the
@@ -273,13 +290,13 @@ fn discarded_writes_hold_no_memory() {
         "a discarded write_slice allocates nothing"
     );
 
-    assert!(writer.flush_blocking().unwrap().is_completed()); // this thread's waker, made once
+    assert!(writer.flush_blocking().unwrap().is_completed); // this thread's waker, made once
     let held_before = counting_alloc::net_bytes_here();
-    let space = writer.buffer_mut(1 << 20).unwrap();
+    let space = writer.spare_mut(1 << 20).unwrap();
     space[..3].copy_from_slice(b"abc");
-    writer.advance(3).unwrap();
-    writer.advance(5).unwrap(); // more of the same handed-out space, as with a live reader
-    assert!(writer.flush_blocking().unwrap().is_completed());
+    writer.commit(3).unwrap();
+    writer.commit(5).unwrap(); // more of the same handed-out space, as with a live reader
+    assert!(writer.flush_blocking().unwrap().is_completed);
     assert_eq!(
         counting_alloc::net_bytes_here(),
         held_before,
@@ -297,7 +314,10 @@ fn consume_all_after_the_reader_completed_reports_reader_completed_like_advance_
     reader.read_blocking().unwrap();
     reader.complete();
     assert_eq!(reader.advance_to(0, 0).unwrap_err(), Error::ReaderCompleted);
-    assert_eq!(reader.consume_all().unwrap_err(), Error::ReaderCompleted);
+    assert_eq!(
+        consume_all(&mut reader).unwrap_err(),
+        Error::ReaderCompleted
+    );
 }
 
 /// After `take_frame`, a read without `advance_to` is an error (returning the rest of the buffer
@@ -333,7 +353,7 @@ fn a_read_after_take_frame_without_advance_to_is_an_error_not_a_spin() {
     );
     writer.write_slice(b"e").unwrap();
     writer.flush_blocking().unwrap();
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"\x02de");
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"\x02de");
 }
 
 /// A writer dropped while its thread panics completes with an error, so the reader does not see
@@ -348,12 +368,12 @@ fn a_writer_dropped_during_a_panic_completes_with_an_error() {
     });
     assert!(producer.join().is_err());
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"half a fra");
+    assert_eq!(result.buffer.to_vec(), b"half a fra");
     assert!(
-        !result.is_completed(),
+        !result.is_completed,
         "a failed writer ends through its error"
     );
-    reader.consume_all().unwrap();
+    consume_all(&mut reader).unwrap();
     let e = reader.read_blocking().unwrap_err();
     let source = std::error::Error::source(&e).expect("the panic error");
     assert!(source.to_string().contains("panicked"), "{source}");
@@ -378,8 +398,11 @@ fn a_reader_dropped_during_a_panic_completes_with_an_error() {
 #[test]
 fn an_abandoned_paused_flush_does_not_make_the_next_flush_wait_for_resume() {
     use std::task::Context;
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(100).resume_threshold(10));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 100,
+        resume_threshold: 10,
+        ..Default::default()
+    });
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     writer.write_slice(&[1; 100]).unwrap();
     assert!(
@@ -399,8 +422,11 @@ fn an_abandoned_paused_flush_does_not_make_the_next_flush_wait_for_resume() {
 #[test]
 fn an_abandoned_read_at_least_poll_stops_lifting_backpressure_at_the_next_read() {
     use std::task::Context;
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 10,
+        resume_threshold: 5,
+        ..Default::default()
+    });
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     assert!(reader.poll_read_at_least(&mut cx, 1000).is_pending()); // lifts, then abandoned
     writer.write_slice(&[1; 50]).unwrap();
@@ -479,28 +505,28 @@ fn read_at_least_wakes_once_when_n_bytes_arrived_not_per_flush() {
 #[test]
 fn a_failed_buffer_mut_leaves_the_space_handed_out_before_it() {
     let (mut writer, mut reader) = pipe();
-    writer.buffer_mut(4).unwrap()[..4].copy_from_slice(b"ping");
-    let e = writer.buffer_mut(usize::MAX).unwrap_err();
+    writer.spare_mut(4).unwrap()[..4].copy_from_slice(b"ping");
+    let e = writer.spare_mut(usize::MAX).unwrap_err();
     assert!(matches!(e, Error::RequestTooLarge { .. }), "{e:?}");
     // The 4 bytes written into the first space still commit, and arrive.
-    writer.advance(4).unwrap();
+    writer.commit(4).unwrap();
     writer.write_slice(b"!").unwrap();
     writer.complete();
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"ping!");
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"ping!");
 }
 
 #[test]
 fn appending_an_empty_packet_changes_nothing() {
     let (mut writer, mut reader) = pipe();
-    writer.buffer_mut(4).unwrap()[..4].copy_from_slice(b"ping");
+    writer.spare_mut(4).unwrap()[..4].copy_from_slice(b"ping");
     writer.append(packetpipe::Packet::new()).unwrap();
     // The space buffer_mut handed out is still there to commit.
-    writer.advance(4).unwrap();
+    writer.commit(4).unwrap();
     writer.complete();
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"ping");
+    assert_eq!(result.buffer.to_vec(), b"ping");
     assert_eq!(
-        result.buffer().chunks().count(),
+        result.buffer.segments().count(),
         1,
         "one segment, not split"
     );
@@ -572,7 +598,7 @@ fn a_read_buffer_dropped_after_its_coalescing_yield_does_not_make_the_next_one_y
     let Poll::Ready(Ok(read)) = pin!(reader.read_buffer()).poll(&mut cx) else {
         panic!("the byte is there");
     };
-    let len = read.buffer().len();
+    let len = read.buffer.len();
     reader.advance_to(len, len).unwrap();
     writer.write_slice(b"b").unwrap();
     writer.flush_blocking().unwrap();
@@ -582,7 +608,7 @@ fn a_read_buffer_dropped_after_its_coalescing_yield_does_not_make_the_next_one_y
     let Poll::Ready(Ok(read)) = pin!(reader.read_buffer()).poll(&mut cx) else {
         panic!("a read after a dropped yield takes the bytes at once");
     };
-    assert_eq!(read.buffer().to_vec(), b"b");
+    assert_eq!(read.buffer.to_vec(), b"b");
 }
 
 #[test]
@@ -594,7 +620,10 @@ fn a_slow_writer_feeding_a_waiting_reader_keeps_one_block_not_one_per_flush() {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     let pool = one_pool();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let mut cx = Context::from_waker(Waker::noop());
     for i in 0..1000 {
         // The reader waits for a 10,000-byte frame (it goes to sleep each time)...
@@ -616,7 +645,7 @@ fn a_slow_writer_feeding_a_waiting_reader_keeps_one_block_not_one_per_flush() {
     let Poll::Ready(Ok(read)) = std::pin::pin!(reader.read_buffer()).poll(&mut cx) else {
         panic!("1,000 bytes are there");
     };
-    let len = read.buffer().len();
+    let len = read.buffer.len();
     assert_eq!(len, 1000);
     reader.advance_to(len, len).unwrap();
     assert!(std::pin::pin!(reader.read_buffer())
@@ -680,4 +709,10 @@ fn bufmut_writes_after_the_reader_is_gone_reuse_one_scratch() {
         allocations <= 1,
         "{allocations} allocations for 2 MiB of discarded writes"
     );
+}
+
+/// Consume the whole buffer of the last read: `advance_to(len, len)`.
+fn consume_all(reader: &mut PipeReader) -> Result<(), Error> {
+    let len = reader.last_read().map_or(0, |r| r.buffer.len());
+    reader.advance_to(len, len)
 }

@@ -32,6 +32,7 @@
 //! Frames per variant: `STRESS_FRAMES`, default 10^6 in release builds, 50,000 in debug builds
 //! (half of that for lockstep, whose frames cost two thread wake-ups each).
 
+use packetpipe::ByteSegments;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
@@ -178,12 +179,12 @@ fn write_frames(
             }
             // One buffer_mut for the whole frame, filled in place.
             1 => {
-                let space = writer.buffer_mut(4 + len).unwrap();
+                let space = writer.spare_mut(4 + len).unwrap();
                 assert!(space.len() >= 4 + len);
                 space[..4].copy_from_slice(&header);
                 rng.fill(&mut space[4..4 + len]);
                 sum = fnv(sum, &space[4..4 + len]);
-                writer.advance(4 + len).unwrap();
+                writer.commit(4 + len).unwrap();
             }
             // Many small buffer_mut hints, each partly used.
             2 => {
@@ -193,12 +194,12 @@ fn write_frames(
                 let mut done = 0;
                 while done < 4 + len {
                     let hint = rng.below(if len > 4096 { 8192 } else { 64 }) as usize;
-                    let space = writer.buffer_mut(hint).unwrap();
+                    let space = writer.spare_mut(hint).unwrap();
                     assert!(space.len() >= hint.max(1));
                     let cap = 1 + rng.below(space.len() as u64) as usize;
                     let n = cap.min(4 + len - done);
                     space[..n].copy_from_slice(&scratch[done..done + n]);
-                    writer.advance(n).unwrap();
+                    writer.commit(n).unwrap();
                     done += n;
                 }
             }
@@ -247,11 +248,8 @@ fn write_frames(
                 result.unwrap()
             };
             report.flushes += 1;
-            assert!(
-                !result.is_completed(),
-                "the reader completed before the end"
-            );
-            if result.is_canceled() {
+            assert!(!result.is_completed, "the reader completed before the end");
+            if result.is_canceled {
                 assert!(cancels, "a flush was canceled although nobody cancels");
                 report.flushes_canceled += 1;
             }
@@ -291,13 +289,13 @@ fn read_frames(
             let (result, waited) = match (at_least, rng.below(4)) {
                 (false, 0) => (reader.read_blocking(), false),
                 (false, _) => block_on(reader.read_buffer()),
-                (true, 0) => (reader.read_at_least_blocking(need), false),
+                (true, 0) => (packetpipe::block_on(reader.read_at_least(need)), false),
                 (true, _) => block_on(reader.read_at_least(need)),
             };
             report.reads += 1;
             report.reads_waited += u64::from(waited);
             let result = result.unwrap();
-            (result.is_completed(), result.is_canceled())
+            (result.is_completed, result.is_canceled)
         };
         if canceled {
             assert!(cancels, "a read was canceled although nobody cancels");
@@ -307,7 +305,7 @@ fn read_frames(
         let mut pos = 0;
         loop {
             let result = reader.last_read().expect("a read result");
-            let buffer = result.buffer();
+            let buffer = result.buffer;
             let available = buffer.len() - pos;
             if available < 4 {
                 need = 4;
@@ -353,7 +351,7 @@ fn read_frames(
                     report.frames_taken += 1;
                 }
                 _ => {
-                    for chunk in buffer.slice(pos + 4..pos + 4 + len).chunks() {
+                    for chunk in buffer.slice(pos + 4..pos + 4 + len).segments() {
                         sum = fnv(sum, chunk);
                     }
                     pos += 4 + len;
@@ -365,15 +363,15 @@ fn read_frames(
             // threshold while the reader is busy advancing).
             for _ in 0..extra_passes {
                 let result = reader.last_read().expect("a read result");
-                let consumed = result.buffer().slice(..pos);
+                let consumed = result.buffer.slice(..pos);
                 let mut h = FNV_OFFSET;
-                for chunk in consumed.chunks() {
+                for chunk in consumed.segments() {
                     h = fnv(h, chunk);
                 }
                 std::hint::black_box(h);
             }
         }
-        let len = reader.last_read().expect("a read result").buffer().len();
+        let len = reader.last_read().expect("a read result").buffer.len();
         if completed {
             assert_eq!(pos, len, "the writer completed in the middle of a frame");
             break;
@@ -442,7 +440,10 @@ struct Variant {
 fn run(variant: Variant) {
     let frames = (frames_per_variant() / variant.frames_divisor).max(1);
     let pool = Pool::new();
-    let (writer, reader) = pipe_with(variant.options.pool(pool.clone()));
+    let (writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..variant.options
+    });
     let canceler = reader.canceler();
     let progress = Arc::new(Progress::default());
     let start = Instant::now();
@@ -557,10 +558,12 @@ fn run(variant: Variant) {
 }
 
 fn small_thresholds() -> PipeOptions {
-    PipeOptions::new()
-        .pause_threshold(8 * 1024)
-        .resume_threshold(4 * 1024)
-        .min_segment_size(1024)
+    PipeOptions {
+        pause_threshold: 8 * 1024,
+        resume_threshold: 4 * 1024,
+        min_segment_size: 1024,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -585,10 +588,12 @@ fn stress_small_thresholds() {
 fn stress_lockstep() {
     run(Variant {
         name: "lockstep",
-        options: PipeOptions::new()
-            .pause_threshold(1)
-            .resume_threshold(1)
-            .min_segment_size(1024),
+        options: PipeOptions {
+            pause_threshold: 1,
+            resume_threshold: 1,
+            min_segment_size: 1024,
+            ..Default::default()
+        },
         cancels: false,
         expect_pauses: true,
         flush_every: 1,
@@ -620,7 +625,7 @@ fn stress_slow_reader() {
 fn stress_default_thresholds() {
     run(Variant {
         name: "default thresholds",
-        options: PipeOptions::new(),
+        options: PipeOptions::default(),
         cancels: false,
         expect_pauses: false,
         flush_every: 8,
@@ -635,7 +640,10 @@ fn stress_default_thresholds() {
 fn stress_with_cancels() {
     run(Variant {
         name: "cancels",
-        options: small_thresholds().copy_threshold(512),
+        options: PipeOptions {
+            copy_threshold: 512,
+            ..small_thresholds()
+        },
         cancels: true,
         expect_pauses: true,
         flush_every: 8,

@@ -86,7 +86,11 @@ fn the_last_seal_or_slice_is_reported_with_its_site() {
 #[test]
 fn frames_taken_from_a_pipe_are_reported_at_the_take() {
     let pool = tracked();
-    let options = PipeOptions::new().pool(pool.clone()).copy_threshold(64);
+    let options = PipeOptions {
+        pool: Some(pool.clone()),
+        copy_threshold: 64,
+        ..Default::default()
+    };
     let (mut writer, mut reader) = pipe_with(options);
     writer.write_slice(&[5u8; 50]).unwrap();
     writer.write_slice(&[7u8; 100]).unwrap();
@@ -128,7 +132,10 @@ fn frames_taken_from_a_pipe_are_reported_at_the_take() {
 #[test]
 fn a_chain_taken_out_is_reported_at_the_take() {
     let pool = tracked();
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     let mut buf = pool.rent(64).unwrap();
     buf.extend_from_slice(b"abc").unwrap();
     writer.append(buf.freeze()).unwrap();
@@ -148,7 +155,10 @@ fn a_chain_taken_out_is_reported_at_the_take() {
 #[test]
 fn a_decoders_frames_are_reported_at_the_decoders_take() {
     let pool = tracked();
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     // A 40-byte payload: copied into a block (more than an inline packet holds).
     writer.write_slice(b"\0\0\0\x28").unwrap();
     writer.write_slice(&[b'x'; 40]).unwrap();

@@ -38,10 +38,10 @@ fn the_pattern_is_found_wherever_the_pieces_cut_it() {
                 }
             }
             let until = result.unwrap_or_else(|| panic!("not found with cuts {a}, {b}"));
-            assert_eq!(until.end(), Some(end), "cuts {a}, {b}");
-            assert_eq!(until.found(), Some(end - 4));
-            assert_eq!(until.buffer().slice(..end).to_vec(), &text[..end]);
-            assert!(!until.is_completed() && !until.is_canceled());
+            assert_eq!(until.end, Some(end), "cuts {a}, {b}");
+            assert_eq!(until.found, Some(end - 4));
+            assert_eq!(until.buffer.slice(..end).to_vec(), &text[..end]);
+            assert!(!until.is_completed && !until.is_canceled);
         }
     }
 }
@@ -51,8 +51,11 @@ fn the_pattern_is_found_wherever_the_pieces_cut_it() {
 /// held back by the bytes searched).
 #[test]
 fn trickled_bytes_wake_it_once_each_and_do_not_hold_the_writer_back() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(8).resume_threshold(4));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 8,
+        resume_threshold: 4,
+        ..Default::default()
+    });
     let (wakes, waker) = counting_waker();
     let mut cx = Context::from_waker(&waker);
     let mut text = vec![b'x'; 300];
@@ -71,7 +74,7 @@ fn trickled_bytes_wake_it_once_each_and_do_not_hold_the_writer_back() {
             Poll::Pending => assert!(i < text.len() - 1),
             Poll::Ready(result) => {
                 assert_eq!(i, text.len() - 1);
-                assert_eq!(result.unwrap().found(), Some(300));
+                assert_eq!(result.unwrap().found, Some(300));
             }
         }
     }
@@ -116,17 +119,22 @@ fn the_limit_without_the_pattern_is_an_error_with_its_numbers() {
     writer.write_slice(b"abc\r\n").unwrap();
     writer.flush_blocking().unwrap();
     assert!(matches!(
-        reader.read_until_blocking(b"\r\n", 4),
+        packetpipe::block_on(reader.read_until(b"\r\n", 4)),
         Err(Error::PatternNotFound { max: 4, len: 5, .. })
     ));
     // Nothing was consumed.
     assert_eq!(
-        reader.read_at_least_blocking(5).unwrap().buffer().to_vec(),
+        packetpipe::block_on(reader.read_at_least(5))
+            .unwrap()
+            .buffer
+            .to_vec(),
         b"abc\r\n"
     );
     // One that ends exactly at it does.
     assert_eq!(
-        reader.read_until_blocking(b"\r\n", 5).unwrap().end(),
+        packetpipe::block_on(reader.read_until(b"\r\n", 5))
+            .unwrap()
+            .end,
         Some(5)
     );
 }
@@ -136,10 +144,10 @@ fn the_end_or_a_cancel_before_the_pattern_returns_what_is_there() {
     let (mut writer, mut reader) = pipe();
     writer.write_slice(b"partial head\r\n").unwrap();
     writer.complete();
-    let until = reader.read_until_blocking(b"\r\n\r\n", 1024).unwrap();
-    assert_eq!((until.found(), until.end()), (None, None));
-    assert!(until.is_completed());
-    assert_eq!(until.buffer().to_vec(), b"partial head\r\n");
+    let until = packetpipe::block_on(reader.read_until(b"\r\n\r\n", 1024)).unwrap();
+    assert_eq!((until.found, until.end), (None, None));
+    assert!(until.is_completed);
+    assert_eq!(until.buffer.to_vec(), b"partial head\r\n");
 
     let (mut writer, mut reader) = pipe();
     writer.write_slice(b"a").unwrap();
@@ -153,8 +161,8 @@ fn the_end_or_a_cancel_before_the_pattern_returns_what_is_there() {
         canceler.cancel_pending_read();
         match until.as_mut().poll(&mut cx) {
             Poll::Ready(Ok(until)) => {
-                assert!(until.is_canceled() && until.found().is_none());
-                assert_eq!(until.buffer().to_vec(), b"a");
+                assert!(until.is_canceled && until.found.is_none());
+                assert_eq!(until.buffer.to_vec(), b"a");
             }
             other => panic!("{other:?}"),
         }
@@ -163,7 +171,9 @@ fn the_end_or_a_cancel_before_the_pattern_returns_what_is_there() {
     writer.write_slice(b"b\n").unwrap();
     writer.flush_blocking().unwrap();
     assert_eq!(
-        reader.read_until_blocking(b"\n", 1024).unwrap().found(),
+        packetpipe::block_on(reader.read_until(b"\n", 1024))
+            .unwrap()
+            .found,
         Some(2)
     );
 }
@@ -173,18 +183,18 @@ fn the_writers_error_comes_after_the_bytes_before_it() {
     let (mut writer, mut reader) = pipe();
     writer.write_slice(b"line\n").unwrap();
     writer.complete_with_error(std::io::Error::other("peer reset"));
-    let until = reader.read_until_blocking(b"\n", 1024).unwrap();
-    assert_eq!(until.found(), Some(4));
+    let until = packetpipe::block_on(reader.read_until(b"\n", 1024)).unwrap();
+    assert_eq!(until.found, Some(4));
     reader.advance_to(5, 5).unwrap();
-    let e = reader.read_until_blocking(b"\n", 1024).unwrap_err();
+    let e = packetpipe::block_on(reader.read_until(b"\n", 1024)).unwrap_err();
     assert!(matches!(e, Error::Peer { side: "writer", .. }), "{e:?}");
 }
 
 #[test]
 fn an_empty_pattern_is_found_at_once() {
     let (_writer, mut reader) = pipe();
-    let until = reader.read_until_blocking(b"", 0).unwrap();
-    assert_eq!((until.found(), until.end()), (Some(0), Some(0)));
+    let until = packetpipe::block_on(reader.read_until(b"", 0)).unwrap();
+    assert_eq!((until.found, until.end), (Some(0), Some(0)));
 }
 
 /// Dropped at every wait, with bytes arriving between: each new `read_until` finds everything
@@ -205,8 +215,8 @@ fn dropped_at_every_wait_it_loses_and_skips_nothing() {
         let mut until = pin!(reader.read_until(b"\r\n", 1 << 20));
         if let Poll::Ready(result) = until.as_mut().poll(&mut cx) {
             let until = result.unwrap();
-            assert_eq!(until.found(), Some(text.len() - 2));
-            assert_eq!(until.buffer().to_vec(), text);
+            assert_eq!(until.found, Some(text.len() - 2));
+            assert_eq!(until.buffer.to_vec(), text);
             return;
         }
         // Dropped here, pending.
@@ -224,15 +234,15 @@ fn blocking_form_across_threads() {
             std::thread::yield_now();
         }
     });
-    let until = reader.read_until_blocking(b"\r\n\r\n", 1024).unwrap();
-    assert_eq!(until.end(), Some(10));
-    assert_eq!(until.buffer().slice(..6).to_vec(), b"HEADER");
-    let head = until.buffer().slice(..until.end().unwrap());
+    let until = packetpipe::block_on(reader.read_until(b"\r\n\r\n", 1024)).unwrap();
+    assert_eq!(until.end, Some(10));
+    assert_eq!(until.buffer.slice(..6).to_vec(), b"HEADER");
+    let head = until.buffer.slice(..until.end.unwrap());
     assert_eq!(head.find(b"\r\n"), Some(6));
     reader.advance_to(10, 10).unwrap();
     producer.join().unwrap();
     // Everything was flushed before the writer went (completing the pipe).
     let rest = reader.read_blocking().unwrap();
-    assert_eq!(rest.buffer().to_vec(), b"rest");
-    assert!(rest.is_completed());
+    assert_eq!(rest.buffer.to_vec(), b"rest");
+    assert!(rest.is_completed);
 }

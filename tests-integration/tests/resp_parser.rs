@@ -110,7 +110,10 @@ fn drain_batch<B: Batch>(batch: &mut B, out: &mut Vec<Command>) {
 /// Feed `pieces` through a pipe, each as its own segment and flush, decoding whatever is
 /// complete after each (polled, so an incomplete request is `Pending`, as on a socket).
 fn commands_pipe(pieces: &[&[u8]]) -> Vec<Command> {
-    let (mut writer, reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (mut writer, reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let mut frames = Frames::new(reader, RespDecoder::new(Config::default()));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     let mut commands = Vec::new();
@@ -205,7 +208,7 @@ fn a_request_above_the_maximum_is_fatal_after_the_ones_before_it() {
         ..Config::default()
     };
     let stream = b"*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000\r\n";
-    let (mut writer, reader) = pipe_with(PipeOptions::new());
+    let (mut writer, reader) = pipe_with(PipeOptions::default());
     writer.write_slice(stream).unwrap();
     writer.flush_blocking().unwrap();
     let mut frames = Frames::new(reader, RespDecoder::new(config));

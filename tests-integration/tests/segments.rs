@@ -390,8 +390,8 @@ fn peeks_and_find_from_on_read_buffers_and_cursors() {
         .unwrap();
     writer.flush_blocking().unwrap();
     let result = reader.read_blocking().unwrap();
-    let buffer = result.buffer();
-    assert!(buffer.chunks().count() >= 2);
+    let buffer = result.buffer;
+    assert!(buffer.segments().count() >= 2);
     assert_eq!(buffer.peek_be::<u32>(0), Some(12));
     assert_eq!(buffer.peek_le::<u32>(0), Some(12 << 24));
     assert_eq!(buffer.peek_be::<u16>(3), Some(0x0c61)); // across the first boundary

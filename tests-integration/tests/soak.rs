@@ -79,10 +79,10 @@ fn write_in_pieces(writer: &mut PipeWriter, data: &[u8], rng: &mut Rng) -> Resul
     let mut at = 0;
     while at < data.len() {
         let want = rng.size(data.len() - at);
-        let space = writer.buffer_mut(want)?;
+        let space = writer.spare_mut(want)?;
         let n = want.min(space.len());
         space[..n].copy_from_slice(&data[at..at + n]);
-        writer.advance(n)?;
+        writer.commit(n)?;
         at += n;
     }
     Ok(())
@@ -136,7 +136,7 @@ async fn write_side(
         let wait = Duration::from_micros(50 + rng.below(3000));
         match timeout(wait, writer.flush_pipe()).await {
             Err(_elapsed) => {}
-            Ok(Ok(result)) if result.is_completed() => {
+            Ok(Ok(result)) if result.is_completed => {
                 reader_gone = true;
                 break;
             }
@@ -199,9 +199,9 @@ async fn read_side(mut reader: PipeReader, seed: u64, mut rng: Rng) -> Received 
         let use_at_least = rng.one_in(2);
         let read = async {
             if use_at_least {
-                reader.read_at_least(need).await.map(|r| r.is_completed())
+                reader.read_at_least(need).await.map(|r| r.is_completed)
             } else {
-                reader.read_buffer().await.map(|r| r.is_completed())
+                reader.read_buffer().await.map(|r| r.is_completed)
             }
         };
         let completed = match timeout(wait, read).await {
@@ -216,7 +216,7 @@ async fn read_side(mut reader: PipeReader, seed: u64, mut rng: Rng) -> Received 
         };
         // Take out every whole frame.
         loop {
-            let buffer = reader.last_read().expect("a read completed").buffer();
+            let buffer = reader.last_read().expect("a read completed").buffer;
             if buffer.len() < 4 {
                 need = 4;
                 break;
@@ -245,7 +245,7 @@ async fn read_side(mut reader: PipeReader, seed: u64, mut rng: Rng) -> Received 
             }
             got.frames += 1;
         }
-        let left = reader.last_read().expect("a read completed").buffer();
+        let left = reader.last_read().expect("a read completed").buffer;
         // The start of the next frame must be right too.
         let prefix = left.to_vec();
         check_partial(seed, got.frames, &prefix);
@@ -308,12 +308,13 @@ struct PipeRun {
 async fn one_pipe(pool: Pool, seed: u64) -> PipeRun {
     let mut rng = Rng::new(seed);
     let pause = rng.size(64 * 1024);
-    let options = PipeOptions::new()
-        .pool(pool.clone())
-        .pause_threshold(pause)
-        .resume_threshold(rng.below(pause as u64 + 1) as usize)
-        .min_segment_size(rng.size(16 * 1024))
-        .copy_threshold(rng.size(8 * 1024));
+    let options = PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: pause,
+        resume_threshold: rng.below(pause as u64 + 1) as usize,
+        min_segment_size: rng.size(16 * 1024),
+        copy_threshold: rng.size(8 * 1024),
+    };
     let (writer, reader) = pipe_with(options);
     let canceler = reader.canceler();
     // Bytes to write: 64 KiB to 4 MiB, log-uniform.

@@ -423,10 +423,10 @@ fn stage(writer: &mut PipeWriter, source: &Source, i: u64, in_place: bool) {
     if in_place {
         let payload = source.payload(i);
         let n = 4 + payload.len();
-        let space = writer.buffer_mut(n).expect("buffer_mut");
+        let space = writer.spare_mut(n).expect("buffer_mut");
         space[..4].copy_from_slice(&(payload.len() as u32).to_be_bytes());
         space[4..n].copy_from_slice(payload);
-        writer.advance(n).expect("advance");
+        writer.commit(n).expect("advance");
     } else {
         writer.write_slice(source.frame(i)).expect("write_slice");
     }
@@ -436,7 +436,7 @@ fn pipe_producer_blocking(mut writer: PipeWriter, source: &Source, count: u64, i
     for i in 0..count {
         stage(&mut writer, source, i, in_place);
         let flushed = writer.flush_blocking().expect("flush");
-        assert!(!flushed.is_completed(), "the reader completed early");
+        assert!(!flushed.is_completed, "the reader completed early");
     }
     writer.complete();
 }
@@ -450,7 +450,7 @@ async fn pipe_producer_async(
     for i in 0..count {
         stage(&mut writer, &source, i, in_place);
         let flushed = writer.flush_pipe().await.expect("flush");
-        assert!(!flushed.is_completed(), "the reader completed early");
+        assert!(!flushed.is_completed, "the reader completed early");
     }
     writer.complete();
 }
@@ -486,8 +486,8 @@ fn pipe_consumer_blocking(mut reader: PipeReader) -> Digest {
     let mut digest = Digest::default();
     loop {
         let result = reader.read_blocking().expect("read");
-        let buffer = result.buffer();
-        let (len, done) = (buffer.len(), result.is_completed());
+        let buffer = result.buffer;
+        let (len, done) = (buffer.len(), result.is_completed);
         let consumed = parse_buffer(buffer, &mut digest);
         reader.advance_to(consumed, len).expect("advance_to");
         if done {
@@ -501,8 +501,8 @@ async fn pipe_consumer_async(mut reader: PipeReader) -> Digest {
     let mut digest = Digest::default();
     loop {
         let result = reader.read_buffer().await.expect("read");
-        let buffer = result.buffer();
-        let (len, done) = (buffer.len(), result.is_completed());
+        let buffer = result.buffer;
+        let (len, done) = (buffer.len(), result.is_completed);
         let consumed = parse_buffer(buffer, &mut digest);
         reader.advance_to(consumed, len).expect("advance_to");
         if done {

@@ -877,7 +877,7 @@ impl Driver {
         if !conn.input_done {
             let mut cx = Context::from_waker(&conn.io_waker);
             match conn.input.poll_flush_pipe(&mut cx) {
-                Poll::Ready(Ok(result)) if result.is_completed() => conn.input_done = true,
+                Poll::Ready(Ok(result)) if result.is_completed => conn.input_done = true,
                 Poll::Ready(Ok(_)) => conn.recv_paused = false,
                 Poll::Ready(Err(_)) => conn.input_done = true,
                 Poll::Pending => {
@@ -903,7 +903,7 @@ impl Driver {
             let mut cx = Context::from_waker(&conn.io_waker);
             if let Poll::Ready(result) = conn.input.poll_flush_pipe(&mut cx) {
                 conn.recv_paused = false;
-                if result.map_or(true, |r| r.is_completed()) {
+                if result.map_or(true, |r| r.is_completed) {
                     conn.input_done = true;
                 }
             }
@@ -1085,9 +1085,9 @@ impl Conn {
             }
             Poll::Ready(Ok(())) => {
                 let read = self.output.last_read()?;
-                let buffer = read.buffer();
+                let buffer = read.buffer;
                 if buffer.is_empty() {
-                    if read.is_completed() {
+                    if read.is_completed {
                         // SAFETY: `shutdown` on a descriptor this connection owns.
                         unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_WR) };
                         self.output_done = true;

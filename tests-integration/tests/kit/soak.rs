@@ -17,6 +17,7 @@
 //! was expected and where the wrong bytes come from (this connection's stream at another offset,
 //! the start of another connection's, zeros), and the seed that replays the run.
 
+use packetpipe::ByteSegments;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,11 +43,11 @@ pub fn pool() -> Pool {
 /// Both pipes of a soaked connection on `pool`, with small thresholds: a slow reader pauses the
 /// connection soon.
 pub fn connection_options(pool: &Pool) -> ConnectionOptions {
-    let pipe = || {
-        PipeOptions::new()
-            .pool(pool.clone())
-            .pause_threshold(64 * 1024)
-            .resume_threshold(16 * 1024)
+    let pipe = || PipeOptions {
+        pool: Some(pool.clone()),
+        pause_threshold: 64 * 1024,
+        resume_threshold: 16 * 1024,
+        ..Default::default()
     };
     ConnectionOptions::new().input(pipe()).output(pipe())
 }
@@ -166,7 +167,7 @@ pub async fn echo(mut pipe: DuplexPipe) {
         let Ok(read) = pipe.reader.read_buffer().await else {
             return;
         };
-        let (n, done) = (read.buffer().len(), read.is_completed());
+        let (n, done) = (read.buffer.len(), read.is_completed);
         if n == 0 {
             return; // completed, nothing left
         }
@@ -183,7 +184,7 @@ pub async fn echo(mut pipe: DuplexPipe) {
         }
         let mut left = take;
         let mut offset = echoed;
-        for chunk in read.buffer().chunks() {
+        for chunk in read.buffer.segments() {
             let part = &chunk[..chunk.len().min(left)];
             if plan.is_none() {
                 seed_bytes.extend(part.iter().take(8 - seed_bytes.len()));

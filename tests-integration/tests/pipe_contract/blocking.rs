@@ -8,11 +8,13 @@ fn blocking_forms_stream_length_prefixed_frames_across_threads() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(
         &pool,
-        PipeOptions::new()
-            .pause_threshold(2048)
-            .resume_threshold(512)
-            .min_segment_size(1024)
-            .copy_threshold(64),
+        PipeOptions {
+            pause_threshold: 2048,
+            resume_threshold: 512,
+            min_segment_size: 1024,
+            copy_threshold: 64,
+            ..Default::default()
+        },
     );
     let producer = thread::spawn(move || {
         let mut checksum = 0u64;
@@ -29,7 +31,7 @@ fn blocking_forms_stream_length_prefixed_frames_across_threads() {
                 writer.append(frame).unwrap();
             }
             if i % 3 != 0 {
-                assert!(!writer.flush_blocking().unwrap().is_completed());
+                assert!(!writer.flush_blocking().unwrap().is_completed);
             }
         }
         checksum
@@ -40,9 +42,9 @@ fn blocking_forms_stream_length_prefixed_frames_across_threads() {
         let mut frames = 0u32;
         loop {
             let result = reader.read_blocking().unwrap();
-            let done = result.is_completed();
+            let done = result.is_completed;
             loop {
-                let buffer = reader.last_read().unwrap().buffer();
+                let buffer = reader.last_read().unwrap().buffer;
                 if buffer.len() < 4 {
                     break;
                 }
@@ -57,7 +59,7 @@ fn blocking_forms_stream_length_prefixed_frames_across_threads() {
                 });
                 frames += 1;
             }
-            let left = reader.last_read().unwrap().buffer().len();
+            let left = reader.last_read().unwrap().buffer.len();
             reader.advance_to(0, left).unwrap();
             if done {
                 assert_eq!(left, 0, "a partial frame at the end");
@@ -77,8 +79,11 @@ fn blocking_forms_stream_length_prefixed_frames_across_threads() {
 
 #[test]
 fn flush_blocking_parks_until_the_reader_catches_up() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(100).resume_threshold(50));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 100,
+        resume_threshold: 50,
+        ..Default::default()
+    });
     let (tx, rx) = mpsc::channel();
     let t = thread::spawn(move || {
         writer.write_slice(&[1; 150]).unwrap();
@@ -90,7 +95,7 @@ fn flush_blocking_parks_until_the_reader_catches_up() {
     let mut examined = 0;
     while examined < 150 {
         let result = reader.read_blocking().unwrap();
-        let len = result.buffer().len();
+        let len = result.buffer.len();
         examined = (examined + 10).min(len);
         reader.advance_to(0, examined).unwrap();
         if examined <= 100 {

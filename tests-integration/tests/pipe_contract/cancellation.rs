@@ -4,8 +4,11 @@ use super::*;
 
 #[test]
 fn cancel_pending_flush_keeps_data_committed() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 10,
+        resume_threshold: 5,
+        ..Default::default()
+    });
     let canceler = writer.canceler();
     let (wakes, waker) = counting_waker();
     writer.write_slice(b"0123456789abcdef").unwrap();
@@ -14,8 +17,8 @@ fn cancel_pending_flush_keeps_data_committed() {
     assert_eq!(wakes.get(), 1, "canceling wakes the paused flush");
     match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(Ok(result)) => {
-            assert!(result.is_canceled());
-            assert!(!result.is_completed());
+            assert!(result.is_canceled);
+            assert!(!result.is_completed);
         }
         other => panic!("expected a canceled flush, got {other:?}"),
     }
@@ -33,8 +36,11 @@ fn cancel_pending_flush_keeps_data_committed() {
 
 #[test]
 fn cancel_pending_flush_is_one_shot() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 10,
+        resume_threshold: 5,
+        ..Default::default()
+    });
     let canceler = writer.canceler();
     let (_, waker) = counting_waker();
     writer.write_slice(&[0; 20]).unwrap();
@@ -43,7 +49,7 @@ fn cancel_pending_flush_is_one_shot() {
     let Poll::Ready(Ok(result)) = writer.poll_flush_pipe(&mut Context::from_waker(&waker)) else {
         panic!("canceled flush did not return");
     };
-    assert!(result.is_canceled());
+    assert!(result.is_canceled);
     // The next flush is an ordinary one again: still over the threshold, so it pauses.
     assert!(
         flush_is_paused(&mut writer, &waker),
@@ -56,14 +62,17 @@ fn cancel_pending_flush_is_one_shot() {
     reader.advance_to(20, 20).unwrap();
     assert_eq!(flush_now(&mut writer), FlushResult::default());
     canceler.cancel_pending_flush();
-    assert!(flush_now(&mut writer).is_canceled());
+    assert!(flush_now(&mut writer).is_canceled);
     assert_eq!(flush_now(&mut writer), FlushResult::default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_pending_flush_from_another_task() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(8).resume_threshold(4));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 8,
+        resume_threshold: 4,
+        ..Default::default()
+    });
     let canceler = writer.canceler();
     writer.write_slice(&[9; 8]).unwrap();
     let flushing = tokio::spawn(async move {
@@ -78,7 +87,7 @@ async fn cancel_pending_flush_from_another_task() {
         .await
         .expect("flush hung")
         .unwrap();
-    assert!(result.is_canceled());
+    assert!(result.is_canceled);
     assert_eq!(read_now(&mut reader), [9; 8]);
 }
 
@@ -96,9 +105,9 @@ fn cancel_pending_read_is_one_shot() {
         assert_eq!(wakes.get(), 1);
         match poll_once(read.as_mut(), &waker) {
             Poll::Ready(Ok(result)) => {
-                assert!(result.is_canceled());
-                assert!(!result.is_completed());
-                assert!(result.buffer().is_empty());
+                assert!(result.is_canceled);
+                assert!(!result.is_completed);
+                assert!(result.buffer.is_empty());
             }
             other => panic!("expected a canceled read, got {other:?}"),
         }
@@ -116,20 +125,20 @@ fn cancel_pending_read_is_one_shot() {
     canceler.cancel_pending_read();
     {
         let result = reader.try_read().unwrap().unwrap();
-        assert!(result.is_canceled());
-        assert_eq!(result.buffer().to_vec(), b"kept");
+        assert!(result.is_canceled);
+        assert_eq!(result.buffer.to_vec(), b"kept");
     }
     reader.advance_to(0, 0).unwrap();
     {
         let result = reader.try_read().unwrap().unwrap();
-        assert!(!result.is_canceled(), "the cancel was not one-shot");
-        assert_eq!(result.buffer().to_vec(), b"kept");
+        assert!(!result.is_canceled, "the cancel was not one-shot");
+        assert_eq!(result.buffer.to_vec(), b"kept");
     }
     reader.advance_to(4, 4).unwrap();
     assert!(reader.try_read().unwrap().is_none());
     // The blocking form too.
     canceler.cancel_pending_read();
-    assert!(reader.read_blocking().unwrap().is_canceled());
+    assert!(reader.read_blocking().unwrap().is_canceled);
     assert!(reader.try_read().unwrap().is_none());
 }
 
@@ -148,7 +157,7 @@ fn poll_read_of_a_canceled_read_reports_is_canceled_through_last_read() {
         Poll::Ready(Ok(()))
     ));
     let result = reader.last_read().expect("poll_read returned Ready");
-    assert!(result.is_canceled(), "the poll form lost the cancellation");
+    assert!(result.is_canceled, "the poll form lost the cancellation");
 }
 
 #[test]
@@ -157,7 +166,7 @@ fn cancel_pending_read_from_another_thread_wakes_a_blocked_read() {
     let canceler = reader.canceler();
     let (tx, rx) = mpsc::channel();
     let t = thread::spawn(move || {
-        let canceled = reader.read_blocking().unwrap().is_canceled();
+        let canceled = reader.read_blocking().unwrap().is_canceled;
         tx.send(canceled).unwrap();
         reader
     });

@@ -38,7 +38,7 @@ fn both_ends_are_send_and_neither_is_clone() {
     let r = thread::spawn(move || {
         let mut reader = reader;
         let result = reader.read_blocking().unwrap();
-        result.buffer().to_vec()
+        result.buffer.to_vec()
     });
     w.join().unwrap();
     assert_eq!(r.join().unwrap(), b"moved");
@@ -71,7 +71,10 @@ fn default_options_pause_at_64_kib_and_resume_below_32_kib() {
 
 #[test]
 fn pause_threshold_zero_disables_backpressure() {
-    let (mut writer, _reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (mut writer, _reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     for _ in 0..64 {
         writer.write_slice(&[7; 64 * 1024]).unwrap();
         assert_eq!(flush_now(&mut writer), FlushResult::default());
@@ -80,11 +83,11 @@ fn pause_threshold_zero_disables_backpressure() {
 
 #[test]
 fn resume_threshold_above_pause_acts_as_the_pause_threshold() {
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pause_threshold(10)
-            .resume_threshold(1000),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 10,
+        resume_threshold: 1000,
+        ..Default::default()
+    });
     let (wakes, waker) = counting_waker();
     writer.write_slice(&[0; 10]).unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
@@ -98,19 +101,25 @@ fn resume_threshold_above_pause_acts_as_the_pause_threshold() {
 fn min_segment_size_sets_the_size_of_rented_write_buffers() {
     let (mut writer, _reader) = pipe();
     assert!(
-        writer.buffer_mut(1).unwrap().len() >= 4096,
+        writer.spare_mut(1).unwrap().len() >= 4096,
         "default minimum segment is 4 KiB"
     );
-    let (mut writer, _reader) = pipe_with(PipeOptions::new().min_segment_size(16 * 1024));
-    assert!(writer.buffer_mut(1).unwrap().len() >= 16 * 1024);
-    let (mut writer, _reader) = pipe_with(PipeOptions::new().min_segment_size(5000));
-    assert!(writer.buffer_mut(0).unwrap().len() >= 5000);
+    let (mut writer, _reader) = pipe_with(PipeOptions {
+        min_segment_size: 16 * 1024,
+        ..Default::default()
+    });
+    assert!(writer.spare_mut(1).unwrap().len() >= 16 * 1024);
+    let (mut writer, _reader) = pipe_with(PipeOptions {
+        min_segment_size: 5000,
+        ..Default::default()
+    });
+    assert!(writer.spare_mut(0).unwrap().len() >= 5000);
 }
 
 #[test]
 fn the_pipe_rents_from_the_pool_given_in_the_options() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
+    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::default());
     writer.write_slice(b"from my pool").unwrap();
     assert_eq!(pool.stats().rents, 1);
     flush_now(&mut writer);

@@ -62,7 +62,7 @@ fn read_now(reader: &mut PipeReader) -> Vec<u8> {
         .try_read()
         .expect("try_read failed")
         .expect("a read must not wait here")
-        .buffer()
+        .buffer
         .to_vec()
 }
 
@@ -73,12 +73,12 @@ fn read_len_now(reader: &mut PipeReader) -> usize {
         .try_read()
         .expect("try_read failed")
         .expect("a read must not wait here")
-        .buffer()
+        .buffer
         .len()
 }
 
 fn chunks_of(buffer: ReadBuffer<'_>) -> Vec<Vec<u8>> {
-    buffer.chunks().map(<[u8]>::to_vec).collect()
+    buffer.segments().map(<[u8]>::to_vec).collect()
 }
 
 fn pooled(pool: &Pool, data: &[u8]) -> OwnedPacket {
@@ -87,7 +87,10 @@ fn pooled(pool: &Pool, data: &[u8]) -> OwnedPacket {
 
 /// A pipe over its own pool, so that pool statistics belong to this test alone.
 fn pipe_on(pool: &Pool, options: PipeOptions) -> (PipeWriter, PipeReader) {
-    pipe_with(options.pool(pool.clone()))
+    pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..options
+    })
 }
 
 #[track_caller]

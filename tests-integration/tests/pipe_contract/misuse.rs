@@ -19,7 +19,7 @@ fn assert_reader_intact(writer: &mut PipeWriter, reader: &mut PipeReader) {
         reader
             .last_read()
             .expect("the last read survives the error")
-            .buffer()
+            .buffer
             .to_vec(),
         b"hello"
     );
@@ -92,7 +92,10 @@ fn advance_with_no_read_is_an_error_and_leaves_the_pipe_intact() {
         reader.advance_to(0, 0).unwrap_err(),
         Error::AdvanceWithoutRead
     );
-    assert_eq!(reader.consume_all().unwrap_err(), Error::AdvanceWithoutRead);
+    assert_eq!(
+        consume_all(&mut reader).unwrap_err(),
+        Error::AdvanceWithoutRead
+    );
     assert_eq!(reader.take_frame(0).unwrap_err(), Error::AdvanceWithoutRead);
     writer.append(Bytes::from_static(b"he")).unwrap();
     writer.append(Bytes::from_static(b"llo")).unwrap();
@@ -145,16 +148,12 @@ fn read_after_reader_completed_is_an_error_and_the_writer_still_works() {
         Error::ReaderCompleted
     );
     assert_eq!(
-        reader
-            .read_blocking()
-            .map(|r| r.buffer().len())
-            .unwrap_err(),
+        reader.read_blocking().map(|r| r.buffer.len()).unwrap_err(),
         Error::ReaderCompleted
     );
     assert_eq!(
-        reader
-            .read_at_least_blocking(1)
-            .map(|r| r.buffer().len())
+        packetpipe::block_on(reader.read_at_least(1))
+            .map(|r| r.buffer.len())
             .unwrap_err(),
         Error::ReaderCompleted
     );
@@ -177,7 +176,7 @@ fn read_after_reader_completed_is_an_error_and_the_writer_still_works() {
     );
     // The writer is told, and keeps working (its writes are discarded).
     writer.write_slice(b"more").unwrap();
-    assert!(writer.flush_blocking().unwrap().is_completed());
+    assert!(writer.flush_blocking().unwrap().is_completed);
 }
 
 #[test]
@@ -194,10 +193,10 @@ fn writes_after_writer_completed_are_errors_and_the_data_stays_readable() {
         Error::WriterCompleted
     );
     assert_eq!(
-        writer.buffer_mut(1).map(|s| s.len()).unwrap_err(),
+        writer.spare_mut(1).map(|s| s.len()).unwrap_err(),
         Error::WriterCompleted
     );
-    assert_eq!(writer.advance(0).unwrap_err(), Error::WriterCompleted);
+    assert_eq!(writer.commit(0).unwrap_err(), Error::WriterCompleted);
     assert_eq!(writer.flush_blocking().unwrap_err(), Error::WriterCompleted);
     let (_, waker) = counting_waker();
     assert!(matches!(
@@ -212,20 +211,20 @@ fn writes_after_writer_completed_are_errors_and_the_data_stays_readable() {
     );
     let result = reader.try_read().unwrap().unwrap();
     assert_eq!(
-        result.buffer().to_vec(),
+        result.buffer.to_vec(),
         b"kept",
         "nothing added, nothing lost"
     );
-    assert!(result.is_completed());
+    assert!(result.is_completed);
 }
 
 #[test]
 fn writer_advance_past_buffer_mut_space_is_an_error_and_leaves_the_pipe_intact() {
     let (mut writer, mut reader) = pipe();
-    let space = writer.buffer_mut(10).unwrap();
+    let space = writer.spare_mut(10).unwrap();
     let available = space.len();
     space[..5].copy_from_slice(b"hello");
-    let e = writer.advance(available + 1).unwrap_err();
+    let e = writer.commit(available + 1).unwrap_err();
     assert_eq!(
         e,
         Error::AdvancePastBuffer {
@@ -245,9 +244,9 @@ fn writer_advance_past_buffer_mut_space_is_an_error_and_leaves_the_pipe_intact()
         0,
         "nothing committed by the failed advance"
     );
-    writer.advance(5).unwrap();
+    writer.commit(5).unwrap();
     // The space left after a partial advance is what counts now.
-    let e = writer.advance(available - 4).unwrap_err();
+    let e = writer.commit(available - 4).unwrap_err();
     assert_eq!(
         e,
         Error::AdvancePastBuffer {
@@ -262,7 +261,7 @@ fn writer_advance_past_buffer_mut_space_is_an_error_and_leaves_the_pipe_intact()
 #[test]
 fn writer_advance_with_no_buffer_is_an_error() {
     let (mut writer, mut reader) = pipe();
-    let e = writer.advance(1).unwrap_err();
+    let e = writer.commit(1).unwrap_err();
     assert_eq!(
         e,
         Error::AdvancePastBuffer {
@@ -270,14 +269,14 @@ fn writer_advance_with_no_buffer_is_an_error() {
             available: 0
         }
     );
-    writer.advance(0).unwrap();
+    writer.commit(0).unwrap();
     // After the whole space was committed, there is no buffer left to advance in.
-    let space = writer.buffer_mut(1).unwrap();
+    let space = writer.spare_mut(1).unwrap();
     let n = space.len();
     space.fill(b'z');
-    writer.advance(n).unwrap();
+    writer.commit(n).unwrap();
     assert_eq!(
-        writer.advance(1).unwrap_err(),
+        writer.commit(1).unwrap_err(),
         Error::AdvancePastBuffer {
             requested: 1,
             available: 0
@@ -291,7 +290,7 @@ fn writer_advance_with_no_buffer_is_an_error() {
 fn writer_advance_after_write_without_buffer_mut_is_an_error() {
     let (mut writer, mut reader) = pipe();
     writer.write_slice(b"abc").unwrap();
-    let e = writer.advance(5).unwrap_err();
+    let e = writer.commit(5).unwrap_err();
     assert_eq!(
         e,
         Error::AdvancePastBuffer {
@@ -301,4 +300,10 @@ fn writer_advance_after_write_without_buffer_mut_is_an_error() {
     );
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"abc");
+}
+
+/// Consume the whole buffer of the last read: `advance_to(len, len)`.
+fn consume_all(reader: &mut PipeReader) -> Result<(), Error> {
+    let len = reader.last_read().map_or(0, |r| r.buffer.len());
+    reader.advance_to(len, len)
 }

@@ -16,7 +16,7 @@ fn read_buffer_counting_polls(reader: &mut PipeReader, waker: &Waker) -> (usize,
         let mut read = pin!(reader.read_buffer());
         (1..=2)
             .find_map(|polls| match poll_once(read.as_mut(), waker) {
-                Poll::Ready(result) => Some((polls, result.unwrap().buffer().to_vec())),
+                Poll::Ready(result) => Some((polls, result.unwrap().buffer.to_vec())),
                 Poll::Pending => None,
             })
             .expect("read_buffer() still pending after a second poll")
@@ -48,7 +48,7 @@ fn read_buffer_after_a_small_read_yields_once_when_a_few_new_bytes_are_there() {
     let mut expected = vec![2; 10];
     expected.extend([3; 20]);
     assert_eq!(
-        result.unwrap().buffer().to_vec(),
+        result.unwrap().buffer.to_vec(),
         expected,
         "both flushes in one read"
     );
@@ -95,7 +95,7 @@ fn read_buffer_yields_only_after_a_small_read_and_for_a_few_new_bytes() {
         let Poll::Ready(result) = poll_once(read.as_mut(), &waker) else {
             panic!("a woken read that waited does not yield");
         };
-        assert_eq!(result.unwrap().buffer().to_vec(), vec![5; 10]);
+        assert_eq!(result.unwrap().buffer.to_vec(), vec![5; 10]);
     }
     reader.advance_to(10, 10).unwrap();
     assert_eq!(wakes.get(), 1);
@@ -127,7 +127,7 @@ fn only_read_buffer_futures_yield_to_coalesce() {
     reader.advance_to(10, 10).unwrap();
     send(&mut writer, 10, 5);
     assert_eq!(
-        reader.read_blocking().unwrap().buffer().len(),
+        reader.read_blocking().unwrap().buffer.len(),
         10,
         "read_blocking"
     );
@@ -147,9 +147,9 @@ fn a_read_dropped_after_its_yield_loses_nothing() {
     assert_eq!(wakes.get(), 1);
     // Dropped after the yield: the bytes and the pending cancel are still there for the next read.
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(result.buffer().to_vec(), vec![2; 10]);
+    assert_eq!(result.buffer.to_vec(), vec![2; 10]);
     assert!(
-        result.is_canceled(),
+        result.is_canceled,
         "the cancel was not consumed by the yield"
     );
 }

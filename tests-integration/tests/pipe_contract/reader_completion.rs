@@ -7,7 +7,11 @@ fn reader_completion_releases_everything_it_holds_and_wakes_a_paused_flush() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(
         &pool,
-        PipeOptions::new().pause_threshold(100).resume_threshold(50),
+        PipeOptions {
+            pause_threshold: 100,
+            resume_threshold: 50,
+            ..Default::default()
+        },
     );
     let (wakes, waker) = counting_waker();
     writer.append(pooled(&pool, &[1; 200])).unwrap();
@@ -25,18 +29,19 @@ fn reader_completion_releases_everything_it_holds_and_wakes_a_paused_flush() {
     assert_eq!(wakes.get(), 1, "a paused flush is woken");
     match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(Ok(result)) => {
-            assert!(result.is_completed());
-            assert!(!result.is_canceled());
+            assert!(result.is_completed);
+            assert!(!result.is_canceled);
         }
         other => panic!("expected is_completed, got {other:?}"),
     }
-    assert!(writer.is_reader_completed());
+    // Later flushes say so too.
+    assert!(writer.flush_blocking().unwrap().is_completed);
 }
 
 #[test]
 fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_nothing() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
+    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::default());
     writer.write_slice(&[1; 1000]).unwrap(); // block A (the writer's buffer)
     flush_now(&mut writer);
     writer.write_slice(&[2; 500]).unwrap(); // staged, in block A's tail
@@ -47,7 +52,7 @@ fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_
 
     reader.complete(); // the reader stays alive, completed
     let result = writer.flush_blocking().unwrap();
-    assert!(result.is_completed());
+    assert!(result.is_completed);
     assert_eq!(
         pool.stats().outstanding,
         0,
@@ -58,12 +63,12 @@ fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_
     let rents = pool.stats().rents;
     for _ in 0..10 {
         writer.write_slice(&[4; 10_000]).unwrap();
-        let space = writer.buffer_mut(100_000).unwrap();
+        let space = writer.spare_mut(100_000).unwrap();
         assert!(space.len() >= 100_000);
-        writer.advance(100_000).unwrap();
+        writer.commit(100_000).unwrap();
         writer.append(Bytes::from_static(b"discarded")).unwrap();
         assert_eq!(writer.unflushed_len(), 0, "discarded writes are not staged");
-        assert!(writer.flush_blocking().unwrap().is_completed());
+        assert!(writer.flush_blocking().unwrap().is_completed);
     }
     let stats = pool.stats();
     assert_eq!(
@@ -78,7 +83,7 @@ fn reader_completion_releases_everything_and_later_writes_are_discarded_renting_
 #[test]
 fn a_write_into_the_current_buffer_after_reader_completion_is_discarded() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
+    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::default());
     writer.write_slice(b"before").unwrap();
     flush_now(&mut writer);
     assert_eq!(read_now(&mut reader), b"before");
@@ -87,7 +92,7 @@ fn a_write_into_the_current_buffer_after_reader_completion_is_discarded() {
     // The writer's block (its tail parked at the flush) went home with the reader's completion.
     assert_eq!(pool.stats().outstanding, 0, "{:?}", pool.stats());
     writer.write_slice(b"after").unwrap(); // would have fit in the parked buffer
-    assert!(writer.flush_blocking().unwrap().is_completed());
+    assert!(writer.flush_blocking().unwrap().is_completed);
     assert_eq!(
         pool.stats().outstanding,
         0,
@@ -98,21 +103,21 @@ fn a_write_into_the_current_buffer_after_reader_completion_is_discarded() {
 #[test]
 fn reader_completion_makes_later_writes_rent_nothing_once_noticed() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
+    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::default());
     writer.write_slice(&[1; 1000]).unwrap();
     flush_now(&mut writer);
     assert_eq!(read_len_now(&mut reader), 1000);
     reader.advance_to(1000, 1000).unwrap();
     drop(reader);
-    assert!(writer.flush_blocking().unwrap().is_completed());
+    assert!(writer.flush_blocking().unwrap().is_completed);
     assert_eq!(pool.stats().outstanding, 0);
     let rents = pool.stats().rents;
     for _ in 0..10 {
         writer.write_slice(&[4; 10_000]).unwrap();
-        writer.buffer_mut(100_000).unwrap();
-        writer.advance(100_000).unwrap();
+        writer.spare_mut(100_000).unwrap();
+        writer.commit(100_000).unwrap();
         writer.append(pooled(&pool, b"dropped at once")).unwrap();
-        assert!(writer.flush_blocking().unwrap().is_completed());
+        assert!(writer.flush_blocking().unwrap().is_completed);
     }
     assert_eq!(
         pool.stats().rents,
@@ -127,9 +132,11 @@ fn reader_drop_completes_and_releases_a_paused_writer_on_another_thread() {
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(
         &pool,
-        PipeOptions::new()
-            .pause_threshold(1024)
-            .resume_threshold(512),
+        PipeOptions {
+            pause_threshold: 1024,
+            resume_threshold: 512,
+            ..Default::default()
+        },
     );
     let (tx, rx) = mpsc::channel();
     let t = thread::spawn(move || {
@@ -138,7 +145,7 @@ fn reader_drop_completes_and_releases_a_paused_writer_on_another_thread() {
             writer.write_slice(&[0xAB; 300]).unwrap();
             let result = writer.flush_blocking().unwrap();
             frames += 1;
-            if result.is_completed() {
+            if result.is_completed {
                 tx.send(frames).unwrap();
                 return writer;
             }
@@ -148,8 +155,8 @@ fn reader_drop_completes_and_releases_a_paused_writer_on_another_thread() {
     let mut seen = 0;
     while seen < 5000 {
         let result = reader.read_blocking().unwrap();
-        let len = result.buffer().len();
-        assert!(result.buffer().chunks().flatten().all(|&b| b == 0xAB));
+        let len = result.buffer.len();
+        assert!(result.buffer.segments().flatten().all(|&b| b == 0xAB));
         seen += len;
         reader.advance_to(len, len).unwrap();
     }

@@ -11,17 +11,14 @@ fn read_returns_every_flushed_unconsumed_byte_as_segments() {
     writer.write_slice(b"three").unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(
-        chunks_of(result.buffer()),
-        [&b"one "[..], b"two ", b"three"]
-    );
-    assert!(!result.is_completed() && !result.is_canceled());
+    assert_eq!(chunks_of(result.buffer), [&b"one "[..], b"two ", b"three"]);
+    assert!(!result.is_completed && !result.is_canceled);
     reader.advance_to(6, 13).unwrap(); // consumed "one tw"
     writer.write_slice(b"!").unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"o three!");
-    assert!(result.buffer().chunks().all(|c| !c.is_empty()));
+    assert_eq!(result.buffer.to_vec(), b"o three!");
+    assert!(result.buffer.segments().all(|c| !c.is_empty()));
 }
 
 #[test]
@@ -38,7 +35,7 @@ fn read_waits_while_there_is_nothing_beyond_the_examined_point() {
         flush_now(&mut writer);
         assert_eq!(wakes.get(), 1);
         match poll_once(read.as_mut(), &waker) {
-            Poll::Ready(Ok(result)) => assert_eq!(result.buffer().to_vec(), b"abc"),
+            Poll::Ready(Ok(result)) => assert_eq!(result.buffer.to_vec(), b"abc"),
             other => panic!("expected the data, got {other:?}"),
         }
     }
@@ -52,7 +49,7 @@ fn read_waits_while_there_is_nothing_beyond_the_examined_point() {
     assert_eq!(wakes.get(), 2);
     match poll_once(read.as_mut(), &waker) {
         Poll::Ready(Ok(result)) => {
-            assert_eq!(result.buffer().to_vec(), b"bcd", "all unconsumed bytes")
+            assert_eq!(result.buffer.to_vec(), b"bcd", "all unconsumed bytes")
         }
         other => panic!("expected the data, got {other:?}"),
     }
@@ -72,8 +69,11 @@ fn examined_short_of_the_length_lets_the_next_read_return_at_once() {
 
 #[test]
 fn examined_may_move_backwards_and_the_furthest_counts() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 10,
+        resume_threshold: 5,
+        ..Default::default()
+    });
     let (wakes, waker) = counting_waker();
     writer.write_slice(&[1; 8]).unwrap();
     flush_now(&mut writer);
@@ -111,7 +111,7 @@ fn examined_may_move_backwards_and_the_furthest_counts() {
 #[test]
 fn consumed_bytes_are_released_and_blocks_go_home() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new());
+    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::default());
     writer.append(pooled(&pool, &[1; 100])).unwrap();
     writer.append(pooled(&pool, &[2; 100])).unwrap();
     flush_now(&mut writer);
@@ -153,12 +153,12 @@ fn try_read_never_waits() {
     writer.complete();
     for _ in 0..2 {
         let result = reader.try_read().unwrap().unwrap();
-        assert!(result.is_completed());
-        assert_eq!(result.buffer().to_vec(), b"abc");
+        assert!(result.is_completed);
+        assert_eq!(result.buffer.to_vec(), b"abc");
     }
     // try_read does not register as a waiter: nothing is left behind that blocks anything.
     reader.advance_to(3, 3).unwrap();
-    assert!(reader.try_read().unwrap().unwrap().buffer().is_empty());
+    assert!(reader.try_read().unwrap().unwrap().buffer.is_empty());
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn read_at_least_waits_for_n_bytes_or_completion() {
         flush_now(&mut writer);
         assert_eq!(wakes.get(), 1, "woken once the 10 bytes are there");
         match poll_once(read.as_mut(), &waker) {
-            Poll::Ready(Ok(result)) => assert_eq!(result.buffer().len(), 10),
+            Poll::Ready(Ok(result)) => assert_eq!(result.buffer.len(), 10),
             other => panic!("expected 10 bytes, got {other:?}"),
         }
     }
@@ -188,7 +188,7 @@ fn read_at_least_waits_for_n_bytes_or_completion() {
     {
         let mut read = pin!(reader.read_at_least(4));
         assert!(
-            matches!(poll_once(read.as_mut(), &waker), Poll::Ready(Ok(r)) if r.buffer().len() == 10)
+            matches!(poll_once(read.as_mut(), &waker), Poll::Ready(Ok(r)) if r.buffer.len() == 10)
         );
     }
     reader.advance_to(4, 10).unwrap();
@@ -198,8 +198,8 @@ fn read_at_least_waits_for_n_bytes_or_completion() {
     writer.complete();
     match poll_once(read.as_mut(), &waker) {
         Poll::Ready(Ok(result)) => {
-            assert!(result.is_completed());
-            assert_eq!(result.buffer().len(), 6);
+            assert!(result.is_completed);
+            assert_eq!(result.buffer.len(), 6);
         }
         other => panic!("expected completion, got {other:?}"),
     }
@@ -207,8 +207,11 @@ fn read_at_least_waits_for_n_bytes_or_completion() {
 
 #[test]
 fn read_at_least_lifts_backpressure() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 16,
+        resume_threshold: 8,
+        ..Default::default()
+    });
     let (writer_wakes, writer_waker) = counting_waker();
     let (reader_wakes, reader_waker) = counting_waker();
     writer.write_slice(&[1; 20]).unwrap();
@@ -235,7 +238,7 @@ fn read_at_least_lifts_backpressure() {
         assert!(flush_is_paused(&mut writer, &writer_waker));
         assert!(reader_wakes.get() >= 1);
         match poll_once(read.as_mut(), &reader_waker) {
-            Poll::Ready(Ok(result)) => assert_eq!(result.buffer().len(), 40),
+            Poll::Ready(Ok(result)) => assert_eq!(result.buffer.len(), 40),
             other => panic!("expected 40 bytes, got {other:?}"),
         }
     }
@@ -247,8 +250,11 @@ fn read_at_least_lifts_backpressure() {
 
 #[test]
 fn read_at_least_dropped_while_waiting_restores_backpressure() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 16,
+        resume_threshold: 8,
+        ..Default::default()
+    });
     let (_, waker) = counting_waker();
     writer.write_slice(&[1; 10]).unwrap();
     assert!(!flush_is_paused(&mut writer, &waker));
@@ -269,8 +275,11 @@ fn read_at_least_dropped_while_waiting_restores_backpressure() {
 
 #[test]
 fn read_at_least_lifts_backpressure_across_threads() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(16).resume_threshold(8));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 16,
+        resume_threshold: 8,
+        ..Default::default()
+    });
     let (tx, rx) = mpsc::channel();
     let w = thread::spawn(move || {
         for i in 0..10u8 {
@@ -280,7 +289,10 @@ fn read_at_least_lifts_backpressure_across_threads() {
         writer
     });
     let r = thread::spawn(move || {
-        let len = reader.read_at_least_blocking(100).unwrap().buffer().len();
+        let len = packetpipe::block_on(reader.read_at_least(100))
+            .unwrap()
+            .buffer
+            .len();
         tx.send(len).unwrap();
         reader
     });
@@ -290,7 +302,7 @@ fn read_at_least_lifts_backpressure_across_threads() {
     assert!(len >= 100);
     let mut reader = r.join().unwrap();
     let expected: Vec<u8> = (0..10u8).flat_map(|i| [i; 10]).collect();
-    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), expected);
+    assert_eq!(reader.last_read().unwrap().buffer.to_vec(), expected);
     // The last flush, with the read satisfied, is under ordinary backpressure: release it.
     reader.advance_to(100, 100).unwrap();
     let _writer = w.join().unwrap();

@@ -7,7 +7,11 @@ use super::*;
 fn pipe_with_one_block(pool: &Pool, pattern: u32) -> (PipeWriter, PipeReader, Vec<u8>, *const u8) {
     let (mut writer, mut reader) = pipe_on(
         pool,
-        PipeOptions::new().copy_threshold(100).pause_threshold(0),
+        PipeOptions {
+            copy_threshold: 100,
+            pause_threshold: 0,
+            ..Default::default()
+        },
     );
     let data: Vec<u8> = (0..1000u32).map(|i| (i * pattern % 256) as u8).collect();
     writer.append(pooled(pool, &data)).unwrap(); // one 1024-byte block
@@ -16,8 +20,10 @@ fn pipe_with_one_block(pool: &Pool, pattern: u32) -> (PipeWriter, PipeReader, Ve
         .try_read()
         .unwrap()
         .unwrap()
-        .buffer()
-        .first_chunk()
+        .buffer
+        .chunks()
+        .next()
+        .unwrap_or_default()
         .as_ptr();
     (writer, reader, data, start)
 }
@@ -47,7 +53,7 @@ fn take_frame_copies_small_and_shares_large() {
     );
 
     // The rest is still in the pipe.
-    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), &data[201..]);
+    assert_eq!(reader.last_read().unwrap().buffer.to_vec(), &data[201..]);
     reader.advance_to(799, 799).unwrap();
 
     // The small frame does not pin the large block: once the large frame and the pipe are gone,
@@ -72,7 +78,10 @@ fn take_frame_copies_small_and_shares_large() {
 
 #[test]
 fn take_frame_default_copy_threshold_is_the_documented_one() {
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 0,
+        ..Default::default()
+    });
     let n = DEFAULT_COPY_THRESHOLD;
     writer.append(Bytes::from(vec![5u8; 4 * n])).unwrap();
     flush_now(&mut writer);
@@ -80,8 +89,8 @@ fn take_frame_default_copy_threshold_is_the_documented_one() {
         .try_read()
         .unwrap()
         .unwrap()
-        .buffer()
-        .chunks()
+        .buffer
+        .segments()
         .next()
         .unwrap()
         .as_ptr();
@@ -95,7 +104,13 @@ fn take_frame_default_copy_threshold_is_the_documented_one() {
 #[test]
 fn take_frame_outlives_the_pipe() {
     let pool = Pool::new();
-    let (mut writer, mut reader) = pipe_on(&pool, PipeOptions::new().copy_threshold(16));
+    let (mut writer, mut reader) = pipe_on(
+        &pool,
+        PipeOptions {
+            copy_threshold: 16,
+            ..Default::default()
+        },
+    );
     writer.write_slice(b"tiny").unwrap();
     writer.write_slice(&[b'L'; 5000]).unwrap();
     flush_now(&mut writer);
@@ -120,7 +135,7 @@ fn take_frame_shrinks_the_read_buffer_and_advance_to_is_relative_to_what_is_left
     reader.try_read().unwrap().unwrap();
     let mut frames = Vec::new();
     loop {
-        let buffer = reader.last_read().unwrap().buffer();
+        let buffer = reader.last_read().unwrap().buffer;
         let Some(len) = buffer.get(0).map(usize::from) else {
             break;
         };
@@ -131,7 +146,7 @@ fn take_frame_shrinks_the_read_buffer_and_advance_to_is_relative_to_what_is_left
         frames.push(reader.take_frame(len).unwrap());
     }
     assert_eq!(frames, [&b"abc"[..], &b"de"[..]]);
-    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), b"\x04fg");
+    assert_eq!(reader.last_read().unwrap().buffer.to_vec(), b"\x04fg");
     // Relative to what is left: examined 3 = everything, so the next read waits.
     reader.advance_to(0, 3).unwrap();
     assert!(reader.try_read().unwrap().is_none());
@@ -142,7 +157,10 @@ fn take_frame_shrinks_the_read_buffer_and_advance_to_is_relative_to_what_is_left
 
 #[test]
 fn take_frame_chain_shares_a_frame_spanning_segments() {
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().copy_threshold(4));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        copy_threshold: 4,
+        ..Default::default()
+    });
     let a = Bytes::from(vec![1u8; 10]);
     let b = Bytes::from(vec![2u8; 10]);
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
@@ -170,7 +188,7 @@ fn take_frame_after_skips_a_header_then_copies_small_and_shares_large() {
     assert_ne!(small.as_ptr(), start.wrapping_add(4), "copied");
     let small_block = small.as_owned().unwrap().headroom() + small.len();
     assert!(small_block <= pool.class_size_for(100).unwrap());
-    assert_eq!(reader.last_read().unwrap().buffer().len(), 896);
+    assert_eq!(reader.last_read().unwrap().buffer.len(), 896);
 
     // Skip 2, share 101 out of the same block.
     let large = reader.take_frame_after(2, 101).unwrap();
@@ -180,13 +198,16 @@ fn take_frame_after_skips_a_header_then_copies_small_and_shares_large() {
     // Skip everything that is left but one byte, take nothing: consumes the skipped bytes.
     let empty = reader.take_frame_after(792, 0).unwrap();
     assert!(empty.is_empty());
-    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), &data[999..]);
+    assert_eq!(reader.last_read().unwrap().buffer.to_vec(), &data[999..]);
     reader.advance_to(1, 1).unwrap();
 }
 
 #[test]
 fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_nothing() {
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().copy_threshold(4));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        copy_threshold: 4,
+        ..Default::default()
+    });
     writer.append(Bytes::from(vec![1u8; 10])).unwrap();
     writer.append(Bytes::from(vec![2u8; 10])).unwrap();
     writer.append(Bytes::from(vec![3u8; 10])).unwrap();
@@ -216,7 +237,7 @@ fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_not
             usize::MAX
         )
     );
-    assert_eq!(reader.last_read().unwrap().buffer().len(), 30);
+    assert_eq!(reader.last_read().unwrap().buffer.len(), 30);
 
     // The skip crosses the first segment and the frame (above the copy threshold) spans the
     // second and third: copied into one buffer.
@@ -225,13 +246,13 @@ fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_not
     // Small, inside the third segment after the skip: copied.
     let frame = reader.take_frame_after(1, 3).unwrap();
     assert_eq!(&frame[..], &[3u8; 3]);
-    assert_eq!(reader.last_read().unwrap().buffer().to_vec(), [3u8; 4]);
+    assert_eq!(reader.last_read().unwrap().buffer.to_vec(), [3u8; 4]);
     // At the copy threshold, the rest of the third segment: copied.
     let frame = reader.take_frame_after(0, 4).unwrap();
     assert_eq!(&frame[..], &[3u8; 4]);
     reader.advance_to(0, 0).unwrap();
     writer.complete();
-    assert!(reader.read_blocking().unwrap().is_completed());
+    assert!(reader.read_blocking().unwrap().is_completed);
 }
 
 #[test]
@@ -239,10 +260,12 @@ fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_co
     let pool = Pool::new();
     let (mut writer, mut reader) = pipe_on(
         &pool,
-        PipeOptions::new()
-            .copy_threshold(100)
-            .min_segment_size(4096)
-            .pause_threshold(0),
+        PipeOptions {
+            copy_threshold: 100,
+            min_segment_size: 4096,
+            pause_threshold: 0,
+            ..Default::default()
+        },
     );
     // Three flushes into the tail of one 4 KiB block: one segment, grown by each flush.
     let data: Vec<u8> = (0..600u32).map(|i| (i * 31 % 251) as u8).collect();
@@ -251,8 +274,8 @@ fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_co
         flush_now(&mut writer);
     }
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(result.buffer().chunks().count(), 1);
-    let start = result.buffer().first_chunk().as_ptr();
+    assert_eq!(result.buffer.segments().count(), 1);
+    let start = result.buffer.chunks().next().unwrap_or_default().as_ptr();
     let rents = pool.stats().rents;
 
     // 500 bytes from offset 50, above the copy threshold: a window shared out of the segment, no
@@ -285,14 +308,17 @@ fn first_chunk_is_the_first_segment_of_any_view() {
     writer.append(&b"defg"[..]).unwrap();
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
-    let buffer = result.buffer();
-    assert_eq!(buffer.first_chunk(), b"abc");
-    assert_eq!(buffer.slice(..2).first_chunk(), b"ab");
-    assert_eq!(buffer.slice(1..).first_chunk(), b"bc");
-    assert_eq!(buffer.slice(3..5).first_chunk(), b"de");
-    assert_eq!(buffer.slice(7..).first_chunk(), b"");
+    let buffer = result.buffer;
+    assert_eq!(buffer.chunks().next().unwrap_or_default(), b"abc");
+    assert_eq!(buffer.slice(..2).chunks().next().unwrap_or_default(), b"ab");
+    assert_eq!(buffer.slice(1..).chunks().next().unwrap_or_default(), b"bc");
+    assert_eq!(
+        buffer.slice(3..5).chunks().next().unwrap_or_default(),
+        b"de"
+    );
+    assert_eq!(buffer.slice(7..).chunks().next().unwrap_or_default(), b"");
     reader.advance_to(7, 7).unwrap();
     writer.complete();
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().first_chunk(), b"");
+    assert_eq!(result.buffer.chunks().next().unwrap_or_default(), b"");
 }

@@ -10,8 +10,8 @@ fn writer_completion_commits_staged_data() {
         .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
     writer.write_slice(b"abc").unwrap();
-    writer.buffer_mut(3).unwrap()[..3].copy_from_slice(b"def");
-    writer.advance(3).unwrap();
+    writer.spare_mut(3).unwrap()[..3].copy_from_slice(b"def");
+    writer.commit(3).unwrap();
     writer.append(Bytes::from_static(b"ghi")).unwrap();
     writer.complete();
     assert_eq!(wakes.get(), 1, "completion wakes the reader");
@@ -20,11 +20,11 @@ fn writer_completion_commits_staged_data() {
         .is_ready());
     let result = reader.last_read().unwrap();
     assert_eq!(
-        result.buffer().to_vec(),
+        result.buffer.to_vec(),
         b"abcdefghi",
         "staged data lost on completion"
     );
-    assert!(result.is_completed());
+    assert!(result.is_completed);
 }
 
 #[test]
@@ -42,19 +42,22 @@ fn writer_drop_completes_and_commits_staged_data() {
     drop(writer);
     assert_eq!(wakes.get(), 1, "dropping the writer wakes the reader");
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"flushed staged");
-    assert!(result.is_completed());
+    assert_eq!(result.buffer.to_vec(), b"flushed staged");
+    assert!(result.is_completed);
     // Completed: reads keep returning at once.
     reader.advance_to(14, 14).unwrap();
     let result = reader.try_read().unwrap().unwrap();
-    assert!(result.is_completed() && result.buffer().is_empty());
+    assert!(result.is_completed && result.buffer.is_empty());
 }
 
 #[test]
 fn writer_completion_is_seen_only_after_every_byte_across_threads() {
     // The failure this rules out: the reader seeing "writer closed" before the last bytes.
     for round in 0..200u32 {
-        let (mut writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(0));
+        let (mut writer, mut reader) = pipe_with(PipeOptions {
+            pause_threshold: 0,
+            ..Default::default()
+        });
         let t = thread::spawn(move || {
             for i in 0..20u32 {
                 writer
@@ -69,9 +72,9 @@ fn writer_completion_is_seen_only_after_every_byte_across_threads() {
         let mut got = Vec::new();
         loop {
             let result = reader.read_blocking().unwrap();
-            let len = result.buffer().len();
-            let done = result.is_completed();
-            got.extend(result.buffer().to_vec());
+            let len = result.buffer.len();
+            let done = result.is_completed;
+            got.extend(result.buffer.to_vec());
             reader.advance_to(len, len).unwrap();
             if done {
                 break;
@@ -126,9 +129,9 @@ fn completion_is_never_seen_before_the_last_bytes_by_a_spinning_reader() {
         go.store(round, Ordering::SeqCst);
         loop {
             if let Some(result) = reader.try_read().unwrap() {
-                if result.is_completed() {
+                if result.is_completed {
                     assert_eq!(
-                        result.buffer().to_vec(),
+                        result.buffer.to_vec(),
                         b"firstlast",
                         "round {round}: completion seen before the last bytes"
                     );
@@ -152,27 +155,24 @@ fn writer_error_delivered_on_every_later_read_after_the_data() {
 
     // First the data, all of it.
     let result = reader.try_read().unwrap().unwrap();
-    assert_eq!(result.buffer().to_vec(), b"abcde");
-    assert!(!result.is_canceled());
+    assert_eq!(result.buffer.to_vec(), b"abcde");
+    assert!(!result.is_canceled);
     // Examined but not consumed: the data is seen, so now the error.
     reader.advance_to(0, 5).unwrap();
     let first = reader
         .try_read()
-        .map(|r| r.map(|r| r.buffer().len()))
+        .map(|r| r.map(|r| r.buffer.len()))
         .unwrap_err();
     assert_peer_error(&first, "writer", "connection reset");
     // On every later read, whichever form.
     for _ in 0..3 {
         let e = reader
             .try_read()
-            .map(|r| r.map(|r| r.buffer().len()))
+            .map(|r| r.map(|r| r.buffer.len()))
             .unwrap_err();
         assert_peer_error(&e, "writer", "connection reset");
         assert_eq!(e, first, "the same shared error each time");
-        let e = reader
-            .read_blocking()
-            .map(|r| r.buffer().len())
-            .unwrap_err();
+        let e = reader.read_blocking().map(|r| r.buffer.len()).unwrap_err();
         assert_peer_error(&e, "writer", "connection reset");
     }
     // The source is the error the writer gave.
@@ -201,15 +201,14 @@ fn writer_error_reaches_read_at_least_when_fewer_bytes_arrived() {
         let mut read = pin!(reader.read_at_least(10));
         match poll_once(read.as_mut(), &waker) {
             Poll::Ready(Err(e)) => assert_peer_error(&e, "writer", "truncated"),
-            Poll::Ready(Ok(result)) => panic!("short buffer of {} bytes", result.buffer().len()),
+            Poll::Ready(Ok(result)) => panic!("short buffer of {} bytes", result.buffer.len()),
             Poll::Pending => panic!("read_at_least waits on a completed writer"),
         }
     }
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"abc");
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"abc");
     reader.advance_to(0, 3).unwrap();
-    let e = reader
-        .read_at_least_blocking(10)
-        .map(|r| r.buffer().len())
+    let e = packetpipe::block_on(reader.read_at_least(10))
+        .map(|r| r.buffer.len())
         .unwrap_err();
     assert_peer_error(&e, "writer", "truncated");
 }
@@ -249,11 +248,11 @@ fn first_completion_wins() {
     writer.complete_with_error("too late");
     for _ in 0..2 {
         let result = reader.try_read().unwrap().unwrap();
-        assert!(result.is_completed());
-        assert_eq!(result.buffer().to_vec(), b"x");
+        assert!(result.is_completed);
+        assert_eq!(result.buffer.to_vec(), b"x");
     }
     reader.advance_to(1, 1).unwrap();
-    assert!(reader.try_read().unwrap().unwrap().is_completed());
+    assert!(reader.try_read().unwrap().unwrap().is_completed);
 
     // Reader: an error first, then more completions.
     let (mut writer, mut reader) = pipe();
@@ -272,7 +271,7 @@ fn first_completion_wins() {
     reader.complete_with_error("too late");
     for _ in 0..2 {
         let result = writer.flush_blocking().unwrap();
-        assert!(result.is_completed());
+        assert!(result.is_completed);
     }
 }
 
@@ -285,11 +284,11 @@ fn completing_twice_is_harmless() {
     drop(writer); // Drop completes a third time
     let result = reader.try_read().unwrap().unwrap();
     assert_eq!(
-        result.buffer().to_vec(),
+        result.buffer.to_vec(),
         b"once",
         "no duplicate, nothing lost"
     );
-    assert!(result.is_completed());
+    assert!(result.is_completed);
     reader.complete();
     reader.complete();
     assert_eq!(

@@ -10,8 +10,8 @@ fn unpaused_flush_returns_at_once_with_a_plain_result() {
     let mut flush = pin!(writer.flush_pipe());
     match poll_once(flush.as_mut(), &waker) {
         Poll::Ready(Ok(result)) => {
-            assert!(!result.is_completed());
-            assert!(!result.is_canceled());
+            assert!(!result.is_completed);
+            assert!(!result.is_canceled);
         }
         other => panic!("unpaused flush did not return at once: {other:?}"),
     }
@@ -54,8 +54,11 @@ fn zero_byte_flush_wakes_nobody() {
 
 #[test]
 fn flush_pauses_at_pause_threshold_and_resumes_below_resume() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(100).resume_threshold(50));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 100,
+        resume_threshold: 50,
+        ..Default::default()
+    });
     let (wakes, waker) = counting_waker();
     writer.write_slice(&[1; 99]).unwrap();
     assert!(
@@ -94,8 +97,11 @@ fn flush_pauses_at_pause_threshold_and_resumes_below_resume() {
 
 #[test]
 fn paused_flush_future_completes_when_the_reader_catches_up() {
-    let (mut writer, mut reader) =
-        pipe_with(PipeOptions::new().pause_threshold(10).resume_threshold(5));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 10,
+        resume_threshold: 5,
+        ..Default::default()
+    });
     let (wakes, waker) = counting_waker();
     writer.write_slice(&[0; 20]).unwrap();
     let mut flush = pin!(writer.flush_pipe());
@@ -115,23 +121,23 @@ fn paused_flush_future_completes_when_the_reader_catches_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flush_await_waits_for_a_reader_task() {
-    let (mut writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pause_threshold(1000)
-            .resume_threshold(500),
-    );
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 1000,
+        resume_threshold: 500,
+        ..Default::default()
+    });
     let reader_task = tokio::spawn(async move {
         let mut total = 0usize;
         let mut sum = 0u64;
         loop {
             let result = reader.read_buffer().await.unwrap();
-            let buffer = result.buffer();
+            let buffer = result.buffer;
             sum += buffer
-                .chunks()
+                .segments()
                 .flatten()
                 .map(|&b| u64::from(b))
                 .sum::<u64>();
-            let (len, done) = (buffer.len(), result.is_completed());
+            let (len, done) = (buffer.len(), result.is_completed);
             total += len;
             reader.advance_to(len, len).unwrap();
             if done {
@@ -148,7 +154,7 @@ async fn flush_await_waits_for_a_reader_task() {
             .await
             .expect("flush hung")
             .unwrap();
-        assert!(!result.is_completed() && !result.is_canceled());
+        assert!(!result.is_completed && !result.is_canceled);
     }
     writer.complete();
     let (total, sum) = tokio::time::timeout(TIMEOUT, reader_task)

@@ -1,5 +1,6 @@
 //! Regressions for bugs the model found.
 
+use packetpipe::ByteSegments;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -17,15 +18,15 @@ fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
     let (mut writer, mut reader) = packetpipe::pipe::pipe();
     writer.write_slice(b"abc").unwrap();
     writer.complete_with_error("boom");
-    let err = reader.read_at_least_blocking(4).unwrap_err();
+    let err = packetpipe::block_on(reader.read_at_least(4)).unwrap_err();
     assert!(matches!(err, Error::Peer { side: "writer", .. }), "{err:?}");
     let result = reader
         .read_blocking()
         .expect("the bytes flushed before the error");
-    assert_eq!(result.buffer().to_vec(), b"abc");
-    assert!(!result.is_completed());
+    assert_eq!(result.buffer.to_vec(), b"abc");
+    assert!(!result.is_completed);
     reader.advance_to(3, 3).unwrap();
-    let err = reader.read_at_least_blocking(4).unwrap_err();
+    let err = packetpipe::block_on(reader.read_at_least(4)).unwrap_err();
     assert!(matches!(err, Error::Peer { side: "writer", .. }), "{err:?}");
 }
 
@@ -46,7 +47,7 @@ fn poll_read_reports_cancellation_through_last_read() {
     let result = reader
         .last_read()
         .expect("a result after a ready poll_read");
-    assert!(result.buffer().is_empty());
-    assert!(result.is_canceled(), "the poll form loses the cancellation");
+    assert!(result.buffer.is_empty());
+    assert!(result.is_canceled, "the poll form loses the cancellation");
     drop(writer);
 }

@@ -22,6 +22,7 @@
 
 use packetpipe::frame::{Delimited, FrameError, FrameWriter, Lines, Passthrough};
 use packetpipe::pipe::pipe;
+use packetpipe::ByteSegments;
 
 use crate::wire::{each_feed, Wire};
 
@@ -51,12 +52,12 @@ fn bytes_encoder() {
         .unwrap();
     out.feed(bytes::BytesMut::from(&b"hello"[..])).unwrap();
     out.into_inner().complete();
-    let buffer = reader.read_blocking().unwrap().buffer();
+    let buffer = reader.read_blocking().unwrap().buffer;
     let mut expected = vec![0; 32 + 8 * 1024 + 1];
     expected.extend_from_slice(b"hello");
     assert_eq!(buffer.to_vec(), expected);
     assert_eq!(
-        buffer.chunks().count(),
+        buffer.segments().count(),
         3,
         "each payload is its own segment"
     );
@@ -75,7 +76,7 @@ fn lines_decoder() {
             .eof()
             .done(); // a lone `\r` at the end is no line
         let mut reader = wire.frames.into_inner();
-        assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"\r");
+        assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), b"\r");
         // ... buf.put_slice(b"k"): after that `\r`, the last line is "\rk".
         Wire::new(feed, Lines::new())
             .data(b"\r")
@@ -224,7 +225,7 @@ where
     let mut out = FrameWriter::new(writer, encoder);
     for (item, expected) in items.into_iter().zip(after) {
         out.send_blocking(item).unwrap();
-        let buffer = reader.read_blocking().unwrap().buffer();
+        let buffer = reader.read_blocking().unwrap().buffer;
         assert_eq!(buffer.to_vec(), expected);
         let len = buffer.len();
         reader.advance_to(0, len).unwrap();

@@ -14,6 +14,7 @@
 //!
 //! No difference found.
 
+use packetpipe::ByteSegments;
 use std::task::Poll;
 
 use packetpipe::frame::Frames;
@@ -102,6 +103,6 @@ fn into_parts_hands_back_the_bytes_left() {
     ));
     let (mut reader, decoder) = frames.into_parts();
     assert_eq!(decoder.read_bytes, 4);
-    assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), [7, 7]);
+    assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), [7, 7]);
     drop(writer);
 }

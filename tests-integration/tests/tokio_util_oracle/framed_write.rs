@@ -11,6 +11,7 @@
 //! Every test of the file is mirrored. The difference in how a batch is bounded is deliberate
 //! (`FrameWriter`'s rustdoc says why) and pinned by `deviation_feed_never_flushes_or_waits`.
 
+use packetpipe::ByteSegments;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll};
@@ -90,11 +91,11 @@ fn write_hits_backpressure() {
     const ITER: usize = 2 * 1024;
     const BOUNDARY: usize = ITER * 8; // 16 KiB: 4096 items
 
-    let (writer, mut reader) = pipe_with(
-        PipeOptions::new()
-            .pause_threshold(BOUNDARY)
-            .resume_threshold(BOUNDARY / 2),
-    );
+    let (writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: BOUNDARY,
+        resume_threshold: BOUNDARY / 2,
+        ..Default::default()
+    });
     let mut out = FrameWriter::new(writer, U32Encoder);
     out.set_batch_bytes(BOUNDARY);
     {
@@ -102,7 +103,7 @@ fn write_hits_backpressure() {
         // The first 16 KiB fill the batch; its flush waits: the reader has not examined them.
         assert!(poll(send.as_mut()).is_pending());
         let read = reader.try_read().unwrap().expect("the batch was published");
-        let buffer = read.buffer();
+        let buffer = read.buffer;
         assert_eq!(buffer.len(), BOUNDARY);
         let mut cursor = buffer.cursor();
         for i in 0..(ITER * 2) as u32 {
@@ -113,14 +114,17 @@ fn write_hits_backpressure() {
         assert!(matches!(poll(send.as_mut()), Poll::Ready(Ok(_))));
     }
     let read = reader.try_read().unwrap().expect("the last item");
-    assert_eq!(read.buffer().to_vec(), ((ITER * 2) as u32).to_be_bytes());
+    assert_eq!(read.buffer.to_vec(), ((ITER * 2) as u32).to_be_bytes());
 }
 
 /// `feed` stages and returns, however much is staged: no flush, no wait at a boundary (where
 /// `FramedWrite::poll_ready` would flush at 8 KiB); the reader sees nothing until a flush.
 #[test]
 fn deviation_feed_never_flushes_or_waits() {
-    let (writer, mut reader) = pipe_with(PipeOptions::new().pause_threshold(16 * 1024));
+    let (writer, mut reader) = pipe_with(PipeOptions {
+        pause_threshold: 16 * 1024,
+        ..Default::default()
+    });
     let mut out = FrameWriter::new(writer, U32Encoder);
     for i in 0..16 * 1024u32 {
         out.feed(i).unwrap(); // 64 KiB staged, four times the pause threshold
@@ -130,8 +134,5 @@ fn deviation_feed_never_flushes_or_waits() {
     // The flush publishes it all; it would now wait for the reader (the pause threshold).
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     assert!(out.get_mut().poll_flush_pipe(&mut cx).is_pending());
-    assert_eq!(
-        reader.try_read().unwrap().unwrap().buffer().len(),
-        64 * 1024
-    );
+    assert_eq!(reader.try_read().unwrap().unwrap().buffer.len(), 64 * 1024);
 }

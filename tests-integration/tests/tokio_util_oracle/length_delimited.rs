@@ -674,14 +674,14 @@ mod write {
     fn encode_overflow_into_a_nearly_full_block() {
         let (writer, mut reader) = pipe();
         let mut out = FrameWriter::new(writer, LengthDelimited::new());
-        let block = out.get_mut().buffer_mut(1).unwrap().len();
+        let block = out.get_mut().spare_mut(1).unwrap().len();
         out.get_mut().write_slice(&vec![b'a'; block - 2]).unwrap();
         out.feed(Bytes::from("hello")).unwrap();
         out.into_inner().complete();
         let mut expected = vec![b'a'; block - 2];
         expected.extend_from_slice(b"\x00\x00\x00\x05hello");
-        let buffer = reader.read_blocking().unwrap().buffer();
-        assert_eq!(buffer.to_vec(), expected);
+        let buffer = reader.read_blocking().unwrap().buffer;
+        assert_eq!(packetpipe::ByteSegments::to_vec(&buffer), expected);
         assert_eq!(
             buffer.chunks().count(),
             2,
@@ -705,11 +705,8 @@ mod write {
             let mut out = FrameWriter::new(writer, codec);
             out.feed(Packet::from(vec![0; max_frame_len])).unwrap();
             out.flush_blocking().unwrap();
-            assert_eq!(
-                reader.read_blocking().unwrap().buffer().get(0),
-                Some(u8::MAX)
-            );
-            let len = reader.last_read().unwrap().buffer().len();
+            assert_eq!(reader.read_blocking().unwrap().buffer.get(0), Some(u8::MAX));
+            let len = reader.last_read().unwrap().buffer.len();
             reader.advance_to(len, len).unwrap();
 
             out.get_mut().write_slice(b"prefix").unwrap();
@@ -724,7 +721,10 @@ mod write {
                 "nothing staged by the failure"
             );
             out.into_inner().complete();
-            assert_eq!(reader.read_blocking().unwrap().buffer().to_vec(), b"prefix");
+            assert_eq!(
+                packetpipe::ByteSegments::to_vec(&reader.read_blocking().unwrap().buffer),
+                b"prefix"
+            );
         }
     }
 }

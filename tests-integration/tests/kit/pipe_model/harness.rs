@@ -54,12 +54,13 @@ impl Harness {
             .max_class_size(256)
             .build()
             .unwrap();
-        let options = PipeOptions::new()
-            .pause_threshold(config.pause)
-            .resume_threshold(config.resume)
-            .min_segment_size(config.min_segment)
-            .copy_threshold(config.copy_threshold)
-            .pool(pool.clone());
+        let options = PipeOptions {
+            pause_threshold: config.pause,
+            resume_threshold: config.resume,
+            min_segment_size: config.min_segment,
+            copy_threshold: config.copy_threshold,
+            pool: Some(pool.clone()),
+        };
         let (writer, reader) = pipe_with(options);
         // Either end hands out cancelers for both.
         let canceler = if config.min_segment == 1 {
@@ -329,7 +330,7 @@ impl Harness {
         {
             let seq = &mut self.seq;
             let writer = self.writer.as_mut().unwrap();
-            match writer.buffer_mut(hint) {
+            match writer.spare_mut(hint) {
                 Err(e) => {
                     assert!(writer_done, "buffer_mut({hint}) failed: {e}");
                     check_error(&e, &Expect::WriterCompleted);
@@ -355,7 +356,7 @@ impl Harness {
         }
         let len = fill.len();
         let n = if over { n.beyond(len) } else { n.within(len) };
-        let result = self.writer.as_mut().unwrap().advance(n);
+        let result = self.writer.as_mut().unwrap().commit(n);
         if n > len {
             self.expect_err(
                 result,
@@ -381,7 +382,7 @@ impl Harness {
             None if over => 1 << 40,
             None => 0,
         };
-        let result = self.writer.as_mut().unwrap().advance(n);
+        let result = self.writer.as_mut().unwrap().commit(n);
         if self.m.writer_done {
             return self.expect_err(result, &Expect::WriterCompleted);
         }
@@ -436,7 +437,7 @@ impl Harness {
             (Poll::Pending, Outcome::Pending) => {}
             (Poll::Ready(Ok(r)), Outcome::Ok(e)) => {
                 assert_eq!(
-                    (r.is_completed(), r.is_canceled()),
+                    (r.is_completed, r.is_canceled),
                     e,
                     "flush (is_completed, is_canceled)"
                 )
@@ -615,8 +616,8 @@ impl Harness {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                     Poll::Ready(Ok(result)) => {
-                        check_buffer_parts(result.buffer(), &expected_bytes, pick);
-                        Poll::Ready(Ok((result.is_completed(), Some(result.is_canceled()))))
+                        check_buffer_parts(result.buffer, &expected_bytes, pick);
+                        Poll::Ready(Ok((result.is_completed, Some(result.is_canceled))))
                     }
                 }
             }
@@ -632,8 +633,8 @@ impl Harness {
                         let result = reader
                             .last_read()
                             .expect("a ready poll_read leaves a result");
-                        check_buffer_parts(result.buffer(), &expected_bytes, pick);
-                        Poll::Ready(Ok((result.is_completed(), Some(result.is_canceled()))))
+                        check_buffer_parts(result.buffer, &expected_bytes, pick);
+                        Poll::Ready(Ok((result.is_completed, Some(result.is_canceled))))
                     }
                 }
             }
@@ -676,9 +677,9 @@ impl Harness {
         match (actual, expected) {
             (Ok(None), Ok(None)) => cover("try_read found nothing"),
             (Ok(Some(result)), Ok(Some((completed, canceled)))) => {
-                check_buffer_parts(result.buffer(), &expected_bytes, pick);
-                assert_eq!(result.is_completed(), completed, "try_read is_completed");
-                assert_eq!(result.is_canceled(), canceled, "try_read is_canceled");
+                check_buffer_parts(result.buffer, &expected_bytes, pick);
+                assert_eq!(result.is_completed, completed, "try_read is_completed");
+                assert_eq!(result.is_canceled, canceled, "try_read is_canceled");
                 self.last_buffer = expected_bytes;
             }
             (Err(e), Err(x)) => {
@@ -726,7 +727,7 @@ impl Harness {
     }
 
     pub(crate) fn consume_all(&mut self) {
-        let actual = self.reader.as_mut().unwrap().consume_all();
+        let actual = consume_all(self.reader.as_mut().unwrap());
         match self.m.consume_all() {
             Ok(len) => {
                 if let Err(err) = actual {
@@ -816,9 +817,9 @@ impl Harness {
         match (reader.last_read(), self.m.last_len) {
             (None, None) => {}
             (Some(result), Some(len)) => {
-                assert_eq!(result.buffer().len(), len);
+                assert_eq!(result.buffer.len(), len);
                 let expected: Vec<u8> = self.m.flushed.iter().take(len).copied().collect();
-                check_buffer_parts(result.buffer(), &expected, pick);
+                check_buffer_parts(result.buffer, &expected, pick);
             }
             (result, len) => panic!("last_read: expected a buffer of {len:?}, got {result:?}"),
         }
@@ -964,7 +965,7 @@ pub(crate) fn check_buffer_parts(
     );
     assert_eq!(ByteSegments::byte_len(&buffer), expected.len());
     let mut joined = Vec::with_capacity(expected.len());
-    for chunk in buffer.chunks() {
+    for chunk in buffer.segments() {
         assert!(!chunk.is_empty(), "a read buffer chunk is empty");
         joined.extend_from_slice(chunk);
     }
@@ -987,10 +988,16 @@ pub(crate) fn check_buffer_parts(
         let slice = buffer.slice(a..b);
         assert!(slice.to_vec() == expected[a..b], "slice {a}..{b} differs");
         assert!(
-            slice.chunks().all(|c| !c.is_empty()),
+            slice.segments().all(|c| !c.is_empty()),
             "slice {a}..{b} has an empty chunk"
         );
         assert_eq!(buffer.get(a), Some(expected[a]));
     }
     assert_eq!(buffer.get(expected.len()), None);
+}
+
+/// Consume the whole buffer of the last read: `advance_to(len, len)`.
+pub(crate) fn consume_all(reader: &mut PipeReader) -> Result<(), Error> {
+    let len = reader.last_read().map_or(0, |r| r.buffer.len());
+    reader.advance_to(len, len)
 }

@@ -3,23 +3,33 @@
 //! (with the writer's parked tail) goes home. Memory is asserted from the pool's own statistics.
 
 use std::sync::Arc;
-use std::task::{Context, Waker};
+use std::task::{Context, Wake, Waker};
 
-use packetpipe::pipe::{pipe_with, PipeOptions, PipeReader, PipeWriter, COMPACT_UP_TO};
-use packetpipe::Pool;
+use super::reader::COMPACT_UP_TO;
+use super::{pipe_with, PipeOptions, PipeReader, PipeWriter};
+use crate::segments::ByteSegments;
+use crate::Pool;
 
-mod kit;
+struct NoopWake;
 
-use kit::wake::NoopWake;
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Consume the whole buffer of the last read: `advance_to(len, len)`.
+fn consume_all(reader: &mut PipeReader) {
+    let len = reader.last_read().map_or(0, |r| r.buffer.len());
+    reader.advance_to(len, len).unwrap();
+}
 
 const RECEIVE: usize = 256 * 1024;
 
 fn big_segment_pipe(pool: &Pool) -> (PipeWriter, PipeReader) {
-    pipe_with(
-        PipeOptions::new()
-            .min_segment_size(RECEIVE)
-            .pool(pool.clone()),
-    )
+    pipe_with(PipeOptions {
+        min_segment_size: RECEIVE,
+        pool: Some(pool.clone()),
+        ..Default::default()
+    })
 }
 
 fn pool() -> Pool {
@@ -28,9 +38,9 @@ fn pool() -> Pool {
 
 /// Write `bytes` as one receive would: into the writer's (large) buffer, then flush.
 fn receive(writer: &mut PipeWriter, bytes: &[u8]) {
-    let space = writer.buffer_mut(RECEIVE / 2).unwrap();
+    let space = writer.spare_mut(RECEIVE / 2).unwrap();
     space[..bytes.len()].copy_from_slice(bytes);
-    writer.advance(bytes.len()).unwrap();
+    writer.commit(bytes.len()).unwrap();
     writer.flush_blocking().unwrap();
 }
 
@@ -54,9 +64,9 @@ fn a_reader_stalled_after_one_byte_holds_one_small_block() {
     assert!(stats.outstanding_bytes <= 4096, "{stats:?}");
     // The byte is still there, and more bytes join it.
     receive(&mut writer, b"3\r\n");
-    let result = reader.read_at_least_blocking(4).unwrap();
-    assert_eq!(result.buffer().to_vec(), b"*3\r\n");
-    reader.consume_all().unwrap();
+    let result = crate::block_on(reader.read_at_least(4)).unwrap();
+    assert_eq!(result.buffer.to_vec(), b"*3\r\n");
+    consume_all(&mut reader);
     drop((writer, reader));
     assert_eq!(pool.stats().outstanding, 0);
 }
@@ -77,7 +87,7 @@ fn a_partly_received_large_value_holds_memory_in_proportion_to_what_arrived() {
         arrived.len()
     );
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer().to_vec(), arrived);
+    assert_eq!(result.buffer.to_vec(), arrived);
 }
 
 #[test]
@@ -90,7 +100,10 @@ fn a_well_filled_block_is_not_copied() {
     assert_eq!(reader.compactions(), 0);
     assert!(pool.stats().outstanding_bytes >= RECEIVE as u64);
     // A default pipe's 4 KiB segments are small already: a byte in one stays.
-    let (mut writer, mut reader) = pipe_with(PipeOptions::new().pool(pool.clone()));
+    let (mut writer, mut reader) = pipe_with(PipeOptions {
+        pool: Some(pool.clone()),
+        ..Default::default()
+    });
     writer.write_slice(b"*").unwrap();
     writer.flush_blocking().unwrap();
     wait_for(&mut reader, 2);
@@ -111,6 +124,6 @@ fn bytes_spread_over_segments_are_compacted_in_order() {
     assert_eq!(reader.compactions(), 1);
     assert_eq!(pool.stats().outstanding, 1);
     receive(&mut writer, b"!");
-    let result = reader.read_at_least_blocking(16).unwrap();
-    assert_eq!(result.buffer().to_vec(), b"hello big world!");
+    let result = crate::block_on(reader.read_at_least(16)).unwrap();
+    assert_eq!(result.buffer.to_vec(), b"hello big world!");
 }
