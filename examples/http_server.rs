@@ -367,7 +367,8 @@ impl Http {
             if buffer.len() < data + size + 2 {
                 return Ok(None);
             }
-            if buffer.get(data + size) != Some(b'\r') || buffer.get(data + size + 1) != Some(b'\n')
+            if buffer.peek_be::<u8>(data + size) != Some(b'\r')
+                || buffer.peek_be::<u8>(data + size + 1) != Some(b'\n')
             {
                 return Err(Status::BadRequest);
             }

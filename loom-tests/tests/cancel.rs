@@ -17,7 +17,7 @@ fn cancel_read_model() {
             ..Default::default()
         });
         let canceler = reader.canceler();
-        let cancel = thread::spawn(move || canceler.cancel_pending_read());
+        let cancel = thread::spawn(move || canceler.cancel());
         let producer = thread::spawn(move || {
             writer.append(&b"a"[..]).unwrap();
             block_on(writer.flush_pipe()).unwrap();
@@ -72,7 +72,7 @@ fn cancel_pending_flush_exactly_once() {
             ..Default::default()
         });
         let canceler = writer.canceler();
-        let cancel = thread::spawn(move || canceler.cancel_pending_flush());
+        let cancel = thread::spawn(move || canceler.cancel());
         let producer = thread::spawn(move || {
             writer.append(&b"abcd"[..]).unwrap();
             let result = block_on(writer.flush_pipe()).unwrap();

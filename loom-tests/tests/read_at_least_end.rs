@@ -65,7 +65,7 @@ fn cancel_ends_read_at_least_and_its_lift() {
             ..Default::default()
         });
         let canceler = reader.canceler();
-        let cancel = thread::spawn(move || canceler.cancel_pending_read());
+        let cancel = thread::spawn(move || canceler.cancel());
         let result = block_on(reader.read_at_least(10)).unwrap();
         assert!(result.is_canceled);
         assert!(result.buffer.is_empty());

@@ -170,7 +170,7 @@ impl<'a> DecodeBuf<'a> {
     }
 
     /// Drop the first `skip` bytes (a header), then take the next `n` out as
-    /// [`take`](Self::take) does, in one step ([`PipeReader::take_frame_after`]): a copied frame's
+    /// [`take`](Self::take) does, in one step (the pipe reader's fused take): a copied frame's
     /// buffer holds the `n` bytes only.
     #[inline]
     #[track_caller]

@@ -75,7 +75,7 @@ pub enum FrameError {
         /// Bytes left in the pipe.
         len: usize,
     },
-    /// The read was canceled with [`PipeCanceler::cancel_pending_read`](crate::pipe::PipeCanceler::cancel_pending_read)
+    /// The read was canceled with [`PipeCanceler::cancel`](crate::pipe::PipeCanceler::cancel)
     /// before a frame was complete. Not an end: the stream goes on when polled again, with every
     /// byte still there.
     Canceled,

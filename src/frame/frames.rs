@@ -332,7 +332,7 @@ impl<D> Frames<D> {
         let _ = reader.advance_to(0, 0);
         if canceled {
             // That read took a cancel meant for the caller's next read: hand it on.
-            reader.canceler().cancel_pending_read();
+            reader.canceler().cancel();
         }
         (reader, decoder)
     }

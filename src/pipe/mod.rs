@@ -74,8 +74,8 @@
 //!
 //! | waiter | waits in | woken by |
 //! |---|---|---|
-//! | reader | `read_buffer` (no byte beyond the examined point), `read_at_least(n)` (fewer than `n` bytes) | a flush that published bytes, writer completion, `cancel_pending_read` |
-//! | writer | `flush_pipe` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, `cancel_pending_flush` |
+//! | reader | `read_buffer` (no byte beyond the examined point), `read_at_least(n)` (fewer than `n` bytes) | a flush that published bytes, writer completion, the reader's canceler |
+//! | writer | `flush_pipe` while flushed-but-unexamined bytes are >= pause (until < resume) | an `advance_to`/`take_frame` that brings them below resume, a `read_at_least` waiting for unpublished bytes, reader completion, the writer's canceler |
 //! | writer | `poll_reader_completed` (an idle fill pump) | reader completion or drop only |
 //!
 //! **The writer's block between flushes.** Each flush that publishes parks the writer's partly
@@ -117,6 +117,8 @@ mod read_buffer;
 mod read_until;
 mod reader;
 mod state;
+#[cfg(test)]
+mod take_frame_after_tests;
 pub(crate) mod transport;
 pub(crate) use local::Fill;
 mod wait;

@@ -98,8 +98,9 @@ impl<'a> ReadBuffer<'a> {
         }
     }
 
-    /// The byte at `index`, if within the view.
-    pub fn get(&self, index: usize) -> Option<u8> {
+    /// The byte at `index`, if within the view (`ByteSegments::peek_be::<u8>` outside the
+    /// crate).
+    pub(crate) fn get(&self, index: usize) -> Option<u8> {
         if index >= self.len {
             return None;
         }

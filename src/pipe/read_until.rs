@@ -127,7 +127,7 @@ pub struct ReadUntilResult<'a> {
     pub end: Option<usize>,
     /// The writer has completed: no byte beyond this buffer will arrive.
     pub is_completed: bool,
-    /// The read was cut short by [`PipeCanceler::cancel_pending_read`](super::PipeCanceler::cancel_pending_read).
+    /// The read was cut short by the reader's [`PipeCanceler`](super::PipeCanceler).
     pub is_canceled: bool,
 }
 

@@ -10,7 +10,7 @@ use super::input::Input;
 use super::local::Local;
 use super::queue::Consumer;
 use super::read_buffer::ReadBuffer;
-use super::state::{PipeCanceler, PipeState, DONE, FAILED};
+use super::state::{CancelEnd, PipeCanceler, PipeState, DONE, FAILED};
 use super::transport::Refill;
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketChain, SharedCopies, SHARED_COPY_MAX};
@@ -28,7 +28,7 @@ pub struct ReadResult<'a> {
     pub buffer: ReadBuffer<'a>,
     /// The writer has completed: no bytes beyond this buffer will ever arrive.
     pub is_completed: bool,
-    /// The read was cut short by [`PipeCanceler::cancel_pending_read`].
+    /// The read was cut short by the reader's [`PipeCanceler`].
     pub is_canceled: bool,
 }
 
@@ -691,12 +691,14 @@ impl PipeReader {
     /// (positions relative to what is left) to mark how far the rest was examined.
     ///
     /// ```
+    /// use packetpipe::ByteSegments;
+    ///
     /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
     /// writer.write_slice(b"\x03abc\x02de")?;
     /// writer.flush_blocking()?;
     /// reader.read_blocking()?;
     /// let mut frames = Vec::new();
-    /// while let Some(len) = reader.last_read().and_then(|r| r.buffer.get(0)) {
+    /// while let Some(len) = reader.last_read().and_then(|r| r.buffer.peek_be::<u8>(0)) {
     ///     reader.take_frame(1)?; // the length prefix
     ///     frames.push(reader.take_frame(len as usize)?);
     /// }
@@ -711,11 +713,8 @@ impl PipeReader {
 
     /// Drop the first `skip` bytes of the last read buffer (a header, say), then take the next
     /// `n` out as [`take_frame`](Self::take_frame) does: one call, one bounds check, one
-    /// examined-position update, and a copied frame's buffer holds the `n` bytes only.
-    ///
-    /// The decoders' form (`DecodeBuf`'s take after a header), public only for the pipe's model
-    /// and contract tests: callers take the header and the frame with two `take_frame`s.
-    #[doc(hidden)]
+    /// examined-position update, and a copied frame's buffer holds the `n` bytes only (the
+    /// decoders' form; outside the crate, a header and the frame after it are two `take_frame`s).
     // Always inlined (into a decoder's `decode`): left to the compiler, the frames bench's binary
     // called it, and a 64-byte frame took 28 ns instead of 16 (BENCHMARKS.md, "frames": "The
     // decode step inlined").
@@ -723,7 +722,7 @@ impl PipeReader {
     // copy) or as the last use of the block it shares.
     #[inline(always)]
     #[track_caller]
-    pub fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
+    pub(crate) fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
         self.check_take(skip, n)?;
         let total = skip + n; // within the buffer's length: checked
         let packet = match self.queue.front_holding(total) {
@@ -982,9 +981,11 @@ impl PipeReader {
         self.queue.close();
     }
 
-    /// A handle that cancels pending reads and flushes from another thread or task.
+    /// A handle that cancels this reader's pending read from another thread or task
+    /// ([`PipeCanceler::cancel`]).
     pub fn canceler(&self) -> PipeCanceler {
         PipeCanceler {
+            end: CancelEnd::Reader,
             state: self.state.clone(),
         }
     }

@@ -148,27 +148,55 @@ impl PipeState {
     }
 }
 
-/// Cancels pending reads and flushes from any thread or task.
+/// Cancels the pending read (of the reader it came from: [`PipeReader::canceler`]) or the
+/// pending flush (of the writer it came from: [`PipeWriter::canceler`]) from any thread or task,
+/// without completing anything. It is the way to wake a thread blocked in
+/// [`read_blocking`](super::PipeReader::read_blocking) or [`flush_blocking`](super::PipeWriter::flush_blocking)
+/// from another thread; async code may also drop the (cancel-safe) future instead.
 ///
 /// Cancellation is one-shot: it makes the current (or, if none is waiting, the next) read or flush
 /// return at once with `is_canceled` set, without losing data.
 ///
 /// ```
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
+/// let (writer, mut reader) = packetpipe::pipe();
 /// let canceler = reader.canceler();
-/// let t = std::thread::spawn(move || reader.read_blocking().map(|r| r.is_canceled()));
-/// canceler.cancel_pending_read();
+/// let t = std::thread::spawn(move || reader.read_blocking().map(|r| r.is_canceled));
+/// canceler.cancel();
 /// assert_eq!(t.join().unwrap(), Ok(true));
 /// # drop(writer);
 /// ```
+///
+/// [`PipeReader::canceler`]: super::PipeReader::canceler
+/// [`PipeWriter::canceler`]: super::PipeWriter::canceler
 #[derive(Clone)]
 pub struct PipeCanceler {
     pub(crate) state: crate::sync::Arc<PipeState>,
+    /// Which end it came from: what it cancels.
+    pub(crate) end: CancelEnd,
+}
+
+/// The end a [`PipeCanceler`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CancelEnd {
+    /// Cancels the pending read.
+    Reader,
+    /// Cancels the pending flush.
+    Writer,
 }
 
 impl PipeCanceler {
+    /// Make the pending read (of a reader's canceler) or flush (of a writer's canceler) return
+    /// with `is_canceled`, or the next one if none is pending; a canceled flush keeps its data
+    /// committed.
+    pub fn cancel(&self) {
+        match self.end {
+            CancelEnd::Reader => self.cancel_pending_read(),
+            CancelEnd::Writer => self.cancel_pending_flush(),
+        }
+    }
+
     /// Make the pending read (or the next one) return with `is_canceled`.
-    pub fn cancel_pending_read(&self) {
+    pub(crate) fn cancel_pending_read(&self) {
         self.state
             .progress
             .cancel_read
@@ -184,7 +212,7 @@ impl PipeCanceler {
 
     /// Make the pending flush (or the next one) return with `is_canceled`; flushed data stays
     /// committed.
-    pub fn cancel_pending_flush(&self) {
+    pub(crate) fn cancel_pending_flush(&self) {
         self.state
             .progress
             .cancel_flush
@@ -195,6 +223,8 @@ impl PipeCanceler {
 
 impl std::fmt::Debug for PipeCanceler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PipeCanceler")
+        f.debug_struct("PipeCanceler")
+            .field("end", &self.end)
+            .finish()
     }
 }

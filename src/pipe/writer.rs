@@ -7,7 +7,7 @@ use std::task::{ready, Context, Poll};
 
 use super::blocking::block_on;
 use super::queue::Producer;
-use super::state::{PipeCanceler, PipeState, COUNT, DONE, FAILED};
+use super::state::{CancelEnd, PipeCanceler, PipeState, COUNT, DONE, FAILED};
 use super::transport::Deliver;
 use crate::error::{Error, SharedError};
 use crate::packet::{Packet, PacketBuf, ParkedBuf};
@@ -25,7 +25,7 @@ use crate::sync::Arc;
 pub struct FlushResult {
     /// The reader has completed: nothing written from now on will be read.
     pub is_completed: bool,
-    /// The flush was cut short by [`PipeCanceler::cancel_pending_flush`]; the data stays committed.
+    /// The flush was cut short by the writer's [`PipeCanceler`]; the data stays committed.
     pub is_canceled: bool,
 }
 
@@ -472,9 +472,11 @@ impl PipeWriter {
         }
     }
 
-    /// A handle that cancels pending reads and flushes from another thread or task.
+    /// A handle that cancels this writer's pending flush from another thread or task
+    /// ([`PipeCanceler::cancel`]).
     pub fn canceler(&self) -> PipeCanceler {
         PipeCanceler {
+            end: CancelEnd::Writer,
             state: self.state.clone(),
         }
     }

@@ -127,7 +127,7 @@ fn check_front(reader: &mut PipeReader, expected: &[u8]) -> usize {
     let buffer = result.buffer;
     let n = 4 + expected.len();
     assert!(buffer.len() >= n, "buffer {} < frame {n}", buffer.len());
-    let header: Vec<u8> = (0..4).map(|k| buffer.get(k).unwrap()).collect();
+    let header: Vec<u8> = (0..4).map(|k| buffer.peek_be::<u8>(k).unwrap()).collect();
     assert_eq!(header, (expected.len() as u32).to_be_bytes());
     let mut at = 0usize; // offset into the frame (header included)
     for chunk in buffer.segments() {

@@ -412,7 +412,7 @@ fn a_canceled_read_yields_canceled_and_the_stream_goes_on() {
     let mut frames = Frames::new(reader, Lines::new());
     writer.write_slice(b"hel").unwrap();
     writer.flush_blocking().unwrap();
-    canceler.cancel_pending_read();
+    canceler.cancel();
     assert!(matches!(
         frames.next_blocking(),
         Some(Err(FrameError::Canceled))
@@ -772,7 +772,7 @@ fn into_inner_hands_a_pending_cancel_on_to_the_next_read() {
     let (mut writer, reader) = pipe();
     let canceler = reader.canceler();
     let frames = Frames::new(reader, LengthDelimited::new());
-    canceler.cancel_pending_read();
+    canceler.cancel();
     let mut reader = frames.into_inner();
     writer.write_slice(b"x").unwrap();
     writer.flush_blocking().unwrap();

@@ -92,7 +92,9 @@ fn frames_taken_are_inline_up_to_the_capacity_even_across_segments() {
     writer.append(Packet::from(vec![b'x'; 30])).unwrap();
     writer.flush_blocking().unwrap();
     reader.read_blocking().unwrap();
-    let frame = reader.take_frame_after(2, 20).unwrap();
+    let header = reader.take_frame(2).unwrap();
+    assert_eq!(&header[..], b"01");
+    let frame = reader.take_frame(20).unwrap();
     assert!(frame.is_inline());
     assert_eq!(&frame[..], &b"23456789xxxxxxxxxxxx"[..]);
     let rest = reader.take_frame(18).unwrap();

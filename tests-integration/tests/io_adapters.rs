@@ -380,7 +380,7 @@ fn adapter_errors_keep_their_kind_and_message() {
     assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
 
     let (_writer, mut reader) = pipe();
-    reader.canceler().cancel_pending_read();
+    reader.canceler().cancel();
     let e = Read::read(&mut reader, &mut buf).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::Other);
     assert!(e.to_string().contains("cancel_pending_read"), "{e}");

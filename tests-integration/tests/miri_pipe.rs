@@ -92,7 +92,7 @@ fn take_frames(reader: &mut PipeReader, next: &mut u64, kept: &mut Vec<(u64, Pac
         if buffer.len() < 2 {
             break;
         }
-        let len = u16::from_le_bytes([buffer.get(0).unwrap(), buffer.get(1).unwrap()]) as usize;
+        let len = packetpipe::ByteSegments::peek_le::<u16>(&buffer, 0).unwrap() as usize;
         if buffer.len() < 2 + len {
             break;
         }
@@ -180,7 +180,7 @@ fn reader_completes_mid_stream_while_the_writer_is_paused() {
             saw_completed
         }
     });
-    let cancel = thread::spawn(move || canceler.cancel_pending_read());
+    let cancel = thread::spawn(move || canceler.cancel());
     let (mut next, mut kept) = (0u64, Vec::new());
     while next < total / 2 {
         let result = reader.read_blocking().unwrap();

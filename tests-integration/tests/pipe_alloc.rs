@@ -364,7 +364,7 @@ const RESPONSE: usize = 64;
 fn receive(reader: &mut PipeReader, len: usize, tag: u8) {
     let result = reader.read_blocking().unwrap();
     assert_eq!(result.buffer.len(), len, "one message at a time");
-    assert_eq!(result.buffer.get(0), Some(tag));
+    assert_eq!(result.buffer.peek_be::<u8>(0), Some(tag));
     reader.advance_to(len, len).unwrap();
 }
 
@@ -463,7 +463,7 @@ fn ping_pong_reads_really_wait_and_waiting_allocates_nothing() {
         }
         let result = reader.last_read().unwrap();
         assert_eq!(result.buffer.len(), len);
-        assert_eq!(result.buffer.get(0), Some(tag));
+        assert_eq!(result.buffer.peek_be::<u8>(0), Some(tag));
         reader.advance_to(len, len).unwrap();
         waits
     }

@@ -23,8 +23,8 @@
 //!   - slow reader (small thresholds, a parser three times slower): the writer pauses while the
 //!     reader is busy advancing;
 //!   - the default thresholds;
-//!   - cancels (small thresholds plus a third thread firing `cancel_pending_read` /
-//!     `cancel_pending_flush` every few hundred microseconds): canceled results lose nothing
+//!   - cancels (small thresholds plus a third thread firing the reader's and the writer's
+//!     cancelers every few hundred microseconds): canceled results lose nothing
 //!     (asserted: both sides saw some).
 //! - Every variant uses its own pool, which must have every block back at the end.
 //! - A watchdog fails the test if neither side makes progress for 60 s (a lost wakeup hangs).
@@ -444,7 +444,7 @@ fn run(variant: Variant) {
         pool: Some(pool.clone()),
         ..variant.options
     });
-    let canceler = reader.canceler();
+    let (read_canceler, flush_canceler) = (reader.canceler(), writer.canceler());
     let progress = Arc::new(Progress::default());
     let start = Instant::now();
 
@@ -475,11 +475,11 @@ fn run(variant: Variant) {
             while !progress.done.load(Ordering::Relaxed) {
                 thread::sleep(Duration::from_micros(50 + rng.below(400)));
                 match rng.below(3) {
-                    0 => canceler.cancel_pending_read(),
-                    1 => canceler.cancel_pending_flush(),
+                    0 => read_canceler.cancel(),
+                    1 => flush_canceler.cancel(),
                     _ => {
-                        canceler.cancel_pending_flush();
-                        canceler.cancel_pending_read();
+                        flush_canceler.cancel();
+                        read_canceler.cancel();
                     }
                 }
                 fired += 1;

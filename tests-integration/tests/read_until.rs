@@ -158,7 +158,7 @@ fn the_end_or_a_cancel_before_the_pattern_returns_what_is_there() {
     {
         let mut until = pin!(reader.read_until(b"\n", 1024));
         assert!(until.as_mut().poll(&mut cx).is_pending());
-        canceler.cancel_pending_read();
+        canceler.cancel();
         match until.as_mut().poll(&mut cx) {
             Poll::Ready(Ok(until)) => {
                 assert!(until.is_canceled && until.found.is_none());

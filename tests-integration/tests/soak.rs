@@ -7,7 +7,7 @@
 //! `advance` or `append` (pooled packets and `Bytes`); flushes and reads wrapped in short
 //! `tokio::time::timeout`s, so futures are dropped mid-wait; `read_at_least` for the rest of a
 //! frame; frames taken out with `take_frame` (copied or shared) and some kept past the pipe's
-//! end; a third task calling `cancel_pending_read` / `cancel_pending_flush`; the writer
+//! end; a third task firing the reader's and the writer's cancelers; the writer
 //! completing cleanly, with an error, or dropped mid-stream; the reader completing early, with an
 //! error, or dropped mid-stream.
 //!
@@ -287,13 +287,13 @@ fn check_partial(seed: u64, i: u64, bytes: &[u8]) {
     );
 }
 
-async fn cancel_side(canceler: PipeCanceler, mut rng: Rng) {
+async fn cancel_side(read_canceler: PipeCanceler, flush_canceler: PipeCanceler, mut rng: Rng) {
     for _ in 0..rng.below(4) {
         tokio::time::sleep(Duration::from_micros(rng.below(20_000))).await;
         if rng.one_in(2) {
-            canceler.cancel_pending_read();
+            read_canceler.cancel();
         } else {
-            canceler.cancel_pending_flush();
+            flush_canceler.cancel();
         }
     }
 }
@@ -316,14 +316,14 @@ async fn one_pipe(pool: Pool, seed: u64) -> PipeRun {
         copy_threshold: rng.size(8 * 1024),
     };
     let (writer, reader) = pipe_with(options);
-    let canceler = reader.canceler();
+    let (read_canceler, flush_canceler) = (reader.canceler(), writer.canceler());
     // Bytes to write: 64 KiB to 4 MiB, log-uniform.
     let budget = (64 << 10) + rng.size(4 << 20);
     let write = tokio::spawn(write_side(writer, seed, pool, rng.clone(), budget));
     rng.next();
     let read = tokio::spawn(read_side(reader, seed, rng.clone()));
     rng.next();
-    let cancel = tokio::spawn(cancel_side(canceler, rng));
+    let cancel = tokio::spawn(cancel_side(read_canceler, flush_canceler, rng));
     let written = write.await.expect("writer task");
     let received = read.await.expect("reader task");
     cancel.await.expect("canceler task");

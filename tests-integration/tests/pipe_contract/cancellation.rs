@@ -13,7 +13,7 @@ fn cancel_pending_flush_keeps_data_committed() {
     let (wakes, waker) = counting_waker();
     writer.write_slice(b"0123456789abcdef").unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
-    canceler.cancel_pending_flush();
+    canceler.cancel();
     assert_eq!(wakes.get(), 1, "canceling wakes the paused flush");
     match writer.poll_flush_pipe(&mut Context::from_waker(&waker)) {
         Poll::Ready(Ok(result)) => {
@@ -45,7 +45,7 @@ fn cancel_pending_flush_is_one_shot() {
     let (_, waker) = counting_waker();
     writer.write_slice(&[0; 20]).unwrap();
     assert!(flush_is_paused(&mut writer, &waker));
-    canceler.cancel_pending_flush();
+    canceler.cancel();
     let Poll::Ready(Ok(result)) = writer.poll_flush_pipe(&mut Context::from_waker(&waker)) else {
         panic!("canceled flush did not return");
     };
@@ -61,7 +61,7 @@ fn cancel_pending_flush_is_one_shot() {
     assert_eq!(read_len_now(&mut reader), 20);
     reader.advance_to(20, 20).unwrap();
     assert_eq!(flush_now(&mut writer), FlushResult::default());
-    canceler.cancel_pending_flush();
+    canceler.cancel();
     assert!(flush_now(&mut writer).is_canceled);
     assert_eq!(flush_now(&mut writer), FlushResult::default());
 }
@@ -80,7 +80,7 @@ async fn cancel_pending_flush_from_another_task() {
         (result, writer)
     });
     // The task either is paused already or will see the flag when it polls: one-shot either way.
-    tokio::task::spawn_blocking(move || canceler.cancel_pending_flush())
+    tokio::task::spawn_blocking(move || canceler.cancel())
         .await
         .unwrap();
     let (result, _writer) = tokio::time::timeout(TIMEOUT, flushing)
@@ -101,7 +101,7 @@ fn cancel_pending_read_is_one_shot() {
     {
         let mut read = pin!(reader.read_buffer());
         assert!(poll_once(read.as_mut(), &waker).is_pending());
-        canceler.cancel_pending_read();
+        canceler.cancel();
         assert_eq!(wakes.get(), 1);
         match poll_once(read.as_mut(), &waker) {
             Poll::Ready(Ok(result)) => {
@@ -122,7 +122,7 @@ fn cancel_pending_read_is_one_shot() {
     // A cancel with no read pending applies to the next read, once; the data is untouched.
     writer.write_slice(b"kept").unwrap();
     flush_now(&mut writer);
-    canceler.cancel_pending_read();
+    canceler.cancel();
     {
         let result = reader.try_read().unwrap().unwrap();
         assert!(result.is_canceled);
@@ -137,7 +137,7 @@ fn cancel_pending_read_is_one_shot() {
     reader.advance_to(4, 4).unwrap();
     assert!(reader.try_read().unwrap().is_none());
     // The blocking form too.
-    canceler.cancel_pending_read();
+    canceler.cancel();
     assert!(reader.read_blocking().unwrap().is_canceled);
     assert!(reader.try_read().unwrap().is_none());
 }
@@ -150,7 +150,7 @@ fn poll_read_of_a_canceled_read_reports_is_canceled_through_last_read() {
     assert!(reader
         .poll_read_buffer(&mut Context::from_waker(&waker))
         .is_pending());
-    canceler.cancel_pending_read();
+    canceler.cancel();
     assert_eq!(wakes.get(), 1);
     assert!(matches!(
         reader.poll_read_buffer(&mut Context::from_waker(&waker)),
@@ -170,7 +170,7 @@ fn cancel_pending_read_from_another_thread_wakes_a_blocked_read() {
         tx.send(canceled).unwrap();
         reader
     });
-    canceler.cancel_pending_read();
+    canceler.cancel();
     assert!(rx
         .recv_timeout(TIMEOUT)
         .expect("the canceled read did not return"));

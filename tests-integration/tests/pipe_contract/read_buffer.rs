@@ -19,13 +19,13 @@ fn read_buffer_len_is_empty_and_get() {
     let buffer = reader.last_read().unwrap().buffer;
     assert_eq!(buffer.len(), 12);
     assert!(!buffer.is_empty());
-    assert_eq!(buffer.get(0), Some(b'h'));
-    assert_eq!(buffer.get(3), Some(b'l'));
-    assert_eq!(buffer.get(11), Some(b'!'));
-    assert_eq!(buffer.get(12), None);
+    assert_eq!(buffer.peek_be::<u8>(0), Some(b'h'));
+    assert_eq!(buffer.peek_be::<u8>(3), Some(b'l'));
+    assert_eq!(buffer.peek_be::<u8>(11), Some(b'!'));
+    assert_eq!(buffer.peek_be::<u8>(12), None);
     assert_eq!(ByteSegments::byte_len(&buffer), 12);
     let empty = buffer.slice(4..4);
-    assert!(empty.is_empty() && empty.get(0).is_none());
+    assert!(empty.is_empty() && empty.peek_be::<u8>(0).is_none());
     assert_eq!(empty.segments().count(), 0);
 }
 

@@ -142,7 +142,7 @@ fn a_read_dropped_after_its_yield_loses_nothing() {
     send(&mut writer, 10, 1);
     read_buffer_counting_polls(&mut reader, &waker);
     send(&mut writer, 10, 2);
-    reader.canceler().cancel_pending_read();
+    reader.canceler().cancel();
     assert!(poll_once(pin!(reader.read_buffer()), &waker).is_pending());
     assert_eq!(wakes.get(), 1);
     // Dropped after the yield: the bytes and the pending cancel are still there for the next read.

@@ -705,7 +705,10 @@ mod write {
             let mut out = FrameWriter::new(writer, codec);
             out.feed(Packet::from(vec![0; max_frame_len])).unwrap();
             out.flush_blocking().unwrap();
-            assert_eq!(reader.read_blocking().unwrap().buffer.get(0), Some(u8::MAX));
+            assert_eq!(
+                packetpipe::ByteSegments::peek_be::<u8>(&reader.read_blocking().unwrap().buffer, 0),
+                Some(u8::MAX)
+            );
             let len = reader.last_read().unwrap().buffer.len();
             reader.advance_to(len, len).unwrap();
 

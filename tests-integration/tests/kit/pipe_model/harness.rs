@@ -7,7 +7,8 @@ pub(crate) struct Harness {
     pub(crate) packet_pool: Pool,
     pub(crate) writer: Option<PipeWriter>,
     pub(crate) reader: Option<PipeReader>,
-    pub(crate) canceler: PipeCanceler,
+    pub(crate) read_canceler: PipeCanceler,
+    pub(crate) flush_canceler: PipeCanceler,
     pub(crate) flush_wakes: Arc<CountWaker>,
     pub(crate) flush_waker: Waker,
     pub(crate) read_wakes: Arc<CountWaker>,
@@ -62,12 +63,8 @@ impl Harness {
             pool: Some(pool.clone()),
         };
         let (writer, reader) = pipe_with(options);
-        // Either end hands out cancelers for both.
-        let canceler = if config.min_segment == 1 {
-            writer.canceler()
-        } else {
-            reader.canceler()
-        };
+        // Each end's canceler cancels that end's pending operation.
+        let (read_canceler, flush_canceler) = (reader.canceler(), writer.canceler());
         let flush_wakes = Arc::new(CountWaker::default());
         let read_wakes = Arc::new(CountWaker::default());
         let m = Model {
@@ -81,7 +78,8 @@ impl Harness {
             packet_pool,
             writer: Some(writer),
             reader: Some(reader),
-            canceler,
+            read_canceler,
+            flush_canceler,
             flush_waker: Waker::from(flush_wakes.clone()),
             flush_wakes,
             read_waker: Waker::from(read_wakes.clone()),
@@ -127,11 +125,11 @@ impl Harness {
         let mut may = MayWake::default();
         match &step.op {
             Op::CancelRead => {
-                self.canceler.cancel_pending_read();
+                self.read_canceler.cancel();
                 self.m.cancel_read = true;
             }
             Op::CancelFlush => {
-                self.canceler.cancel_pending_flush();
+                self.flush_canceler.cancel();
                 self.m.cancel_flush = true;
             }
             Op::Append { .. }
@@ -742,7 +740,8 @@ impl Harness {
         self.check_last_read();
     }
 
-    /// `take_frame(n)`, `take_frame_chain(n)`, or with `skip`, `take_frame_after(skip, n)`.
+    /// `take_frame(n)`, `take_frame_chain(n)`, or with `skip`, a header taken and dropped
+    /// (`take_frame(skip)`) and then the frame after it (`take_frame(n)`).
     pub(crate) fn take_frame(&mut self, skip: Option<Pick>, n: Pick, over: bool, chain: bool) {
         let len = self.m.last_len.unwrap_or(self.m.flushed.len());
         let after = skip.is_some();
@@ -752,6 +751,17 @@ impl Harness {
         } else {
             n.within(len - skip)
         };
+        if after {
+            // The header: a frame of its own, dropped (within the buffer: `skip <= len`).
+            self.take_exact(skip, false, false);
+        }
+        self.take_exact(n, chain, after);
+    }
+
+    /// One `take_frame(n)` (or `take_frame_chain(n)`) against the model's; `after`: it follows a
+    /// header taken just before.
+    fn take_exact(&mut self, n: usize, chain: bool, after: bool) {
+        let skip = 0;
         let expected = self.m.take_frame(skip, n);
         let reader = self.reader.as_mut().unwrap();
         match expected {
@@ -766,12 +776,10 @@ impl Harness {
                     self.chains.push((bytes.clone(), frame));
                     cover("frame chain taken");
                 } else {
-                    let frame = if after {
+                    if after {
                         cover("frame taken after a header");
-                        reader.take_frame_after(skip, n).unwrap()
-                    } else {
-                        reader.take_frame(n).unwrap()
-                    };
+                    }
+                    let frame = reader.take_frame(n).unwrap();
                     assert!(
                         frame.as_slice() == bytes,
                         "take_frame({skip}, {n}) contents"
@@ -799,8 +807,6 @@ impl Harness {
             Err(x) => {
                 let actual = if chain {
                     reader.take_frame_chain(n).map(|c| c.to_vec())
-                } else if after {
-                    reader.take_frame_after(skip, n).map(|p| p.to_vec())
                 } else {
                     reader.take_frame(n).map(|p| p.to_vec())
                 };
@@ -991,9 +997,9 @@ pub(crate) fn check_buffer_parts(
             slice.segments().all(|c| !c.is_empty()),
             "slice {a}..{b} has an empty chunk"
         );
-        assert_eq!(buffer.get(a), Some(expected[a]));
+        assert_eq!(buffer.peek_be::<u8>(a), Some(expected[a]));
     }
-    assert_eq!(buffer.get(expected.len()), None);
+    assert_eq!(buffer.peek_be::<u8>(expected.len()), None);
 }
 
 /// Consume the whole buffer of the last read: `advance_to(len, len)`.

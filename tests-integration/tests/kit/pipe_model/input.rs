@@ -18,10 +18,10 @@
 //! | 8 | `read_at_least`: the future polled once (`b` even) or `poll_read_at_least` |
 //! | 9 | a `read_buffer()` (`b` even) or `read_at_least()` future polled once, dropped if pending |
 //! | 10 | `advance_to`, valid or not (`(a + b) % 10` picks the mode) |
-//! | 11 | `take_frame` (`b` even) or `take_frame_after` (`b` odd, a skip picked from `b / 2`) |
+//! | 11 | `take_frame` (`b` even) or a header and then a frame (`b` odd, the header's length picked from `b / 2`) |
 //! | 12 | `take_frame_chain` |
-//! | 13 | `consume_all` |
-//! | 14, 15 | `cancel_pending_read`, `cancel_pending_flush` |
+//! | 13 | `advance_to(len, len)` (everything consumed) |
+//! | 14, 15 | the reader's, the writer's `PipeCanceler::cancel` |
 //! | 16, 17 | the writer, the reader completes (with an error when `a` is odd) |
 //! | 18, 19 | the writer, the reader is dropped |
 //!

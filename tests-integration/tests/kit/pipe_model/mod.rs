@@ -161,18 +161,18 @@ pub enum Op {
         n: Pick,
         over: bool,
     },
-    /// `take_frame_after(skip, n)`: skip a header, take the frame after it.
+    /// `take_frame(skip)` then `take_frame(n)`: take a header, then the frame after it.
     TakeFrameAfter {
         skip: Pick,
         n: Pick,
         over: bool,
     },
-    /// `consume_all()`: what `advance_to(len, len)` does, its own entry point.
+    /// `advance_to(len, len)` with the last read's length: everything consumed.
     ConsumeAll,
     ReaderComplete,
     ReaderCompleteWithError,
     DropReader,
-    // Either side's canceler.
+    // The reader's canceler, the writer's.
     CancelRead,
     CancelFlush,
 }
