@@ -268,6 +268,7 @@ impl Delimited {
     /// its `new(seek_delimiters, sequence_writer)` is this with `usize::MAX`.
     ///
     /// ```
+    /// # use packetpipe::ByteSegments;
     /// use packetpipe::frame::{Delimited, FrameWriter, Frames};
     ///
     /// let (mut writer, reader) = packetpipe::pipe::pipe();
@@ -279,7 +280,7 @@ impl Delimited {
     ///
     /// let (writer, mut reader) = packetpipe::pipe::pipe();
     /// FrameWriter::new(writer, codec).send_all_blocking(["chunk 1", "chunk 2"])?;
-    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"chunk 1;--;chunk 2;--;");
+    /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"chunk 1;--;chunk 2;--;");
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
     ///

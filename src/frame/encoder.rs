@@ -15,12 +15,13 @@ use crate::ByteSegments;
 /// Turns items into frames staged in a [`PipeWriter`].
 ///
 /// `encode` writes through the writer's own methods: a header through
-/// [`buffer_mut`](PipeWriter::buffer_mut) + [`advance`](PipeWriter::advance) or its
+/// [`spare_mut`](PipeWriter::spare_mut) + [`commit`](PipeWriter::commit) or its
 /// [`bytes::BufMut`] implementation, a payload [`append`](PipeWriter::append)ed zero-copy. It
 /// stages; publishing is the flush's job, so many frames can share one flush. An encoder should
 /// check everything that can fail before it stages a byte, so a failed item leaves nothing behind.
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// use bytes::BufMut;
 /// use packetpipe::frame::{Encoder, FrameError, FrameWriter};
 /// use packetpipe::pipe::PipeWriter;
@@ -41,7 +42,7 @@ use crate::ByteSegments;
 /// let (writer, mut reader) = packetpipe::pipe::pipe();
 /// let mut out = FrameWriter::new(writer, Tagged);
 /// out.send_all_blocking([(1, 7), (2, 8)])?;
-/// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"\x01\0\0\0\x07\x02\0\0\0\x08");
+/// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"\x01\0\0\0\x07\x02\0\0\0\x08");
 /// # Ok::<(), FrameError>(())
 /// ```
 pub trait Encoder<Item> {
@@ -62,15 +63,16 @@ impl<Item, E: Encoder<Item> + ?Sized> Encoder<Item> for &mut E {
 
 /// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer: an encoder's
 /// copying path (a header and a small payload, a payload and its delimiter), one
-/// [`buffer_mut`](PipeWriter::buffer_mut) and one [`advance`](PipeWriter::advance).
+/// [`spare_mut`](PipeWriter::spare_mut) and one [`commit`](PipeWriter::commit).
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// use packetpipe::frame::put_copied;
 ///
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// put_copied(&mut writer, b"3:", &b"abc"[..])?;
 /// writer.complete();
-/// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"3:abc");
+/// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"3:abc");
 /// # Ok::<(), packetpipe::frame::FrameError>(())
 /// ```
 pub fn put_copied(
@@ -112,6 +114,7 @@ pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// wait for the reader: together they bound what is staged as the boundary does.
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// # fn main() -> Result<(), packetpipe::frame::FrameError> {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use packetpipe::frame::{FrameWriter, LengthDelimited};
@@ -121,7 +124,7 @@ pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// out.feed(&b"a"[..])?;
 /// out.send(&b"bc"[..]).await?;                  // both frames, one flush
 /// out.send_all([&b"d"[..], &b"e"[..]]).await?; // two more, one flush
-/// assert_eq!(reader.read_buffer().await?.buffer().to_vec(), b"\x01a\x02bc\x01d\x01e");
+/// assert_eq!(reader.read_buffer().await?.buffer.to_vec(), b"\x01a\x02bc\x01d\x01e");
 /// # Ok(())
 /// # })
 /// # }
@@ -165,6 +168,7 @@ impl<E> FrameWriter<E> {
     /// Encode `item` and stage it, without flushing.
     ///
     /// ```
+    /// # use packetpipe::ByteSegments;
     /// use packetpipe::frame::{FrameWriter, Lines};
     ///
     /// let (writer, mut reader) = packetpipe::pipe::pipe();
@@ -172,7 +176,7 @@ impl<E> FrameWriter<E> {
     /// out.feed("staged")?;
     /// assert!(reader.try_read()?.is_none()); // not flushed yet
     /// out.flush_blocking()?;
-    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"staged\n");
+    /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"staged\n");
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
     pub fn feed<I>(&mut self, item: I) -> Result<(), E::Error>
@@ -232,6 +236,7 @@ impl<E> FrameWriter<E> {
     /// completes, the future loses and duplicates nothing (pass `&mut stream` to keep the rest).
     ///
     /// ```
+    /// # use packetpipe::ByteSegments;
     /// # fn main() -> Result<(), packetpipe::frame::FrameError> {
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
@@ -244,7 +249,7 @@ impl<E> FrameWriter<E> {
     /// let mut frames = Frames::new(reader, LengthDelimited::new());
     /// let mut out = FrameWriter::new(writer, LengthDelimited::new());
     /// out.forward(&mut frames).await?;
-    /// assert_eq!(outbound.read_buffer().await?.buffer().to_vec(), b"\0\0\0\x02hi\0\0\0\x03you");
+    /// assert_eq!(outbound.read_buffer().await?.buffer.to_vec(), b"\0\0\0\x02hi\0\0\0\x03you");
     /// # Ok(())
     /// # })
     /// # }
@@ -351,6 +356,7 @@ impl<E> FrameWriter<E> {
     /// (tokio-util's `FramedWrite::map_encoder`).
     ///
     /// ```
+    /// # use packetpipe::ByteSegments;
     /// use packetpipe::frame::{FrameWriter, LengthDelimited, Lines};
     ///
     /// let (writer, mut reader) = packetpipe::pipe::pipe();
@@ -358,7 +364,7 @@ impl<E> FrameWriter<E> {
     /// out.feed("HELLO 1")?;
     /// let mut out = out.map_encoder(|_| LengthDelimited::new());
     /// out.send_blocking(&b"hi"[..])?;
-    /// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"HELLO 1\n\0\0\0\x02hi");
+    /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"HELLO 1\n\0\0\0\x02hi");
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
     pub fn map_encoder<F>(self, map: impl FnOnce(E) -> F) -> FrameWriter<F> {

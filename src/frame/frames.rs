@@ -62,6 +62,7 @@ enum State {
 /// once.
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// # fn main() -> Result<(), packetpipe::frame::FrameError> {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use packetpipe::frame::{Frames, Lines};
@@ -73,7 +74,7 @@ enum State {
 /// assert_eq!(lines.next().await.unwrap()?, "hello");
 /// assert_eq!(lines.next().await.unwrap()?, "world");
 /// let mut reader = lines.into_inner(); // "part" is still in the pipe
-/// assert_eq!(reader.read_buffer().await?.buffer().to_vec(), b"part");
+/// assert_eq!(reader.read_buffer().await?.buffer.to_vec(), b"part");
 /// # Ok(())
 /// # })
 /// # }

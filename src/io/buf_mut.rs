@@ -16,16 +16,17 @@ use crate::pipe::PipeWriter;
 /// accepted and discarded, as with the writer's own methods.
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// use bytes::BufMut;
 ///
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// writer.put_u32_le(7);
 /// writer.put_slice(b"seven");
 /// writer.flush_blocking()?;
-/// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"\x07\0\0\0seven");
+/// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"\x07\0\0\0seven");
 /// # Ok::<(), packetpipe::Error>(())
 /// ```
-// SAFETY: `chunk_mut` returns the writable tail `buffer_mut` hands out (initialized memory of a
+// SAFETY: `chunk_mut` returns the writable tail `spare_mut` hands out (initialized memory of a
 // pooled block, or the discard scratch), never empty; `advance_mut(cnt)` commits through `advance`,
 // which refuses (and here panics) any `cnt` beyond that tail, so only bytes inside the last chunk
 // handed out are ever reported written. `remaining_mut` is 0 exactly when no chunk can be handed out.

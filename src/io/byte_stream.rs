@@ -162,12 +162,13 @@ impl BufRead for PipeReader {
 /// `flush` publishes (and waits the same way).
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// use std::io::Write;
 ///
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// write!(writer, "{} + {} = {}", 2, 2, 4)?;
 /// writer.flush()?; // std::io::Write::flush: publishes the staged bytes
-/// assert_eq!(reader.read_blocking()?.buffer().to_vec(), b"2 + 2 = 4");
+/// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"2 + 2 = 4");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 impl Write for PipeWriter {

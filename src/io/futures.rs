@@ -137,7 +137,7 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for FuturesIo<'_, T> {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
 /// let mut source = futures::io::Cursor::new(b"from any futures-io AsyncRead".to_vec());
 /// assert_eq!(packetpipe::io::futures::fill(&mut writer, &mut source).await?, 29);
-/// assert!(reader.read_buffer().await?.is_completed());
+/// assert!(reader.read_buffer().await?.is_completed);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```

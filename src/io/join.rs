@@ -37,6 +37,7 @@ const B: u8 = 2;
 /// with `ConnectionAborted`.
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// # fn main() {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
@@ -46,7 +47,7 @@ const B: u8 = 2;
 /// };
 /// let consume = async move {
 ///     let read = reader.read_buffer().await.unwrap();
-///     read.buffer().to_vec()
+///     read.buffer.to_vec()
 /// };
 /// let ((), bytes) = packetpipe::io::join(produce, consume).await;
 /// assert_eq!(bytes, b"ping");

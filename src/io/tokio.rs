@@ -153,6 +153,7 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for TokioIo<'_, T> {
 /// sources that return at once get a block that is given back when the read finds nothing).
 ///
 /// ```
+/// # use packetpipe::ByteSegments;
 /// # fn main() -> std::io::Result<()> {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (mut writer, mut reader) = packetpipe::pipe::pipe();
@@ -160,8 +161,8 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for TokioIo<'_, T> {
 /// let read = packetpipe::io::tokio::fill(&mut writer, &mut source).await?;
 /// assert_eq!(read, 24);
 /// let result = reader.read_buffer().await?;
-/// assert!(result.is_completed());
-/// assert_eq!(result.buffer().to_vec(), b"from any tokio AsyncRead");
+/// assert!(result.is_completed);
+/// assert_eq!(result.buffer.to_vec(), b"from any tokio AsyncRead");
 /// # Ok(())
 /// # })
 /// # }

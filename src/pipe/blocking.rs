@@ -133,7 +133,7 @@ impl ThreadWaiter {
 /// writer.write_slice(b"GET / HTTP/1.1\r\n\r\n")?;
 /// writer.flush_blocking()?;
 /// let head = block_on(reader.read_until(b"\r\n\r\n", 8192))?;
-/// assert_eq!(head.found(), Some(14));
+/// assert_eq!(head.found, Some(14));
 /// # Ok::<(), packetpipe::Error>(())
 /// ```
 #[inline]

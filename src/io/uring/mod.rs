@@ -30,8 +30,8 @@
 //! driver.run(|mut pipe| async move {
 //!     // Echo: hand every received segment to the output, without copying it.
 //!     while let Ok(read) = pipe.reader.read_buffer().await {
-//!         let (n, done) = (read.buffer().len(), read.is_completed());
-//!         for chunk in read.buffer().chunks() {
+//!         let (n, done) = (read.buffer.len(), read.is_completed);
+//!         for chunk in read.buffer.chunks() {
 //!             pipe.writer.write_slice(chunk).unwrap();
 //!         }
 //!         pipe.reader.advance_to(n, n).unwrap();
