@@ -47,7 +47,7 @@
 //! | `consumer_pos`: the reader's current node | reader (Release, after taking the node's packet) | writer (Acquire, before reusing nodes) |
 //! | `reader` word: furthest examined byte + `DONE`/`FAILED` bits | reader (SeqCst store) | writer (backpressure) |
 //! | `reader_needs`: byte target of a waiting `read_at_least` | reader (SeqCst) | writer (backpressure) |
-//! | `cancel_read` / `cancel_flush` | any `PipeCanceler` (SeqCst) | reader / writer (swap, one-shot) |
+//! | `cancel_read` / `cancel_flush` | the reader's / the writer's `PipeCanceler` (SeqCst) | reader / writer (swap, one-shot) |
 //! | completion errors | the completing side, before its `FAILED` bit | the other side, after seeing it |
 //!
 //! **Which orderings pair up.**
