@@ -101,7 +101,7 @@ pub enum Error {
     },
     /// `take_frame` asked for more bytes than the buffer last read holds.
     FrameBeyondBuffer {
-        /// Bytes to drop before the frame (`take_frame_after`'s `skip`; 0 for `take_frame`).
+        /// Bytes to drop before the frame (a decoder's skipped prefix; 0 for `take_frame`).
         skip: usize,
         /// Bytes of the frame asked for.
         requested: usize,
@@ -234,12 +234,12 @@ impl fmt::Display for Error {
                 len,
             } => write!(
                 f,
-                "take_frame_after of {skip} + {requested} bytes: the buffer last read holds only \
-                 {len} bytes"
+                "a frame of {requested} bytes after {skip} skipped: the buffer last read holds \
+                 only {len} bytes"
             ),
             Error::AdvancePastBuffer { requested, available } => write!(
                 f,
-                "advance of {requested} bytes is beyond the {available} bytes buffer_mut handed out"
+                "commit of {requested} bytes is beyond the {available} bytes spare_mut handed out"
             ),
             Error::ReaderCompleted => f.write_str("the reader has completed: no more reads"),
             Error::WriterCompleted => f.write_str("the writer has completed: no more writes or flushes"),
@@ -253,7 +253,7 @@ impl fmt::Display for Error {
                 "invalid pool configuration: smallest class {min_class} bytes is larger than largest class {max_class} bytes"
             ),
             Error::Canceled { operation } => {
-                write!(f, "the pending {operation} was canceled by cancel_pending_{operation}")
+                write!(f, "the pending {operation} was canceled by its end's PipeCanceler")
             }
             Error::PatternNotFound { pattern_len, max, len } => write!(
                 f,

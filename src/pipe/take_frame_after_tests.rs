@@ -112,14 +112,14 @@ fn take_frame_after_across_segments_gives_the_bytes_and_bounds_errors_change_not
     );
     assert_eq!(
         e.to_string(),
-        "take_frame_after of 25 + 6 bytes: the buffer last read holds only 30 bytes"
+        "a frame of 6 bytes after 25 skipped: the buffer last read holds only 30 bytes"
     );
     // A skip near usize::MAX: the numbers as passed, no overflow.
     let e = reader.take_frame_after(usize::MAX, 1).unwrap_err();
     assert_eq!(
         e.to_string(),
         format!(
-            "take_frame_after of {} + 1 bytes: the buffer last read holds only 30 bytes",
+            "a frame of 1 bytes after {} skipped: the buffer last read holds only 30 bytes",
             usize::MAX
         )
     );

@@ -235,7 +235,7 @@ fn writer_advance_past_buffer_mut_space_is_an_error_and_leaves_the_pipe_intact()
     assert_eq!(
         e.to_string(),
         format!(
-            "advance of {} bytes is beyond the {available} bytes buffer_mut handed out",
+            "commit of {} bytes is beyond the {available} bytes spare_mut handed out",
             available + 1
         )
     );
