@@ -129,7 +129,7 @@ impl<'a> ReadBuffer<'a> {
 
     /// A view of `range` of this one, or [`Error::OutOfRange`].
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<ReadBuffer<'a>, Error> {
-        let range = check_range("slice", range, self.len)?;
+        let range = check_range(crate::error::Operation::Slice, range, self.len)?;
         Ok(ReadBuffer {
             queue: self.queue,
             start: self.start + range.start,
@@ -165,7 +165,7 @@ impl ByteSegments for ReadBuffer<'_> {
         self.chunks()
     }
 
-    fn byte_len(&self) -> usize {
+    fn len(&self) -> usize {
         self.len
     }
 }
@@ -289,7 +289,7 @@ impl ByteSegments for ReadCursor<'_> {
             .chain(self.rest.clone())
     }
 
-    fn byte_len(&self) -> usize {
+    fn len(&self) -> usize {
         self.remaining
     }
 }

@@ -53,13 +53,13 @@ pub struct PoolStats {
     /// (they free them at their next return, or rent that refills a magazine, or when they exit).
     pub retained_bytes: u64,
     /// Blocks freed by idle eviction (depot magazines unused for the pool's idle time, see
-    /// [`PoolBuilder::idle_eviction`](crate::PoolBuilder::idle_eviction)); counted in
+    /// [`PoolOptions::idle_eviction`](crate::PoolOptions::idle_eviction)); counted in
     /// `frees` too.
     pub evictions: u64,
     /// Payload bytes of the blocks freed by idle eviction: memory given back once the load went.
     pub evicted_bytes: u64,
-    /// Whether the last [`Pool`](crate::Pool) handle was dropped (seen through a
-    /// [`PoolMonitor`](crate::PoolMonitor)).
+    /// Whether the last [`Pool`](crate::Pool) handle was dropped (always `false` through a
+    /// `Pool`, which keeps the pool open; a metrics exporter that formats a `PoolStats` shows it).
     pub closed: bool,
 }
 

@@ -23,7 +23,7 @@ fn read_buffer_len_is_empty_and_get() {
     assert_eq!(buffer.get(3), Some(b'l'));
     assert_eq!(buffer.get(11), Some(b'!'));
     assert_eq!(buffer.get(12), None);
-    assert_eq!(ByteSegments::byte_len(&buffer), 12);
+    assert_eq!(ByteSegments::len(&buffer), 12);
     let empty = buffer.slice(4..4);
     assert!(empty.is_empty() && empty.get(0).is_none());
     assert_eq!(empty.chunks().count(), 0);
@@ -115,7 +115,7 @@ fn read_buffer_to_vec_slice_and_copy_prefix() {
     assert_eq!(
         buffer.try_slice(5..13).unwrap_err(),
         Error::OutOfRange {
-            operation: "slice",
+            operation: packetpipe::Operation::Slice,
             start: 5,
             end: 13,
             len: 12

@@ -28,23 +28,20 @@ fn take_frame_copies_small_and_shares_large() {
     let (writer, mut reader, data, start) = pipe_with_one_block(&pool, 7);
 
     // n == copy threshold: copied into the 1 KiB block the reader's small copies share.
-    let small = reader.take_frame(100).unwrap();
+    let mut small = reader.take_frame(100).unwrap();
     assert_eq!(&small[..], &data[..100]);
     assert_ne!(small.as_ptr(), start, "a small frame must be copied");
-    assert!(small.as_owned().is_some(), "copied into a pooled buffer");
+    assert!(!is_inline(&small), "copied into a pooled buffer");
 
     // n > copy threshold: shared, zero-copy, out of the same block.
-    let large = reader.take_frame(101).unwrap();
+    let mut large = reader.take_frame(101).unwrap();
     assert_eq!(&large[..], &data[100..201]);
     assert_eq!(
         large.as_ptr(),
         start.wrapping_add(100),
         "a large frame must be shared"
     );
-    assert!(
-        !large.as_owned().expect("a pooled packet").is_unique(),
-        "shares the pipe's block"
-    );
+    assert!(!owns_its_block(&mut large), "shares the pipe's block");
 
     // The rest is still in the pipe.
     assert_eq!(reader.last_read().unwrap().buffer().to_vec(), &data[201..]);
@@ -56,7 +53,7 @@ fn take_frame_copies_small_and_shares_large() {
     let stats = pool.stats();
     assert_eq!(stats.outstanding, 1, "{stats:?}");
     assert!(
-        small.as_owned().unwrap().is_unique(),
+        owns_its_block(&mut small),
         "the copy shares its block with nothing once the reader let go of it"
     );
     let retained = stats.retained_bytes;
@@ -65,7 +62,7 @@ fn take_frame_copies_small_and_shares_large() {
     assert_eq!(stats.outstanding, 0, "{stats:?}");
     assert_eq!(
         stats.retained_bytes - retained,
-        pool.class_size_for(1024).unwrap() as u64,
+        1024, // the class of 1 KiB
         "the shared copy block"
     );
 }
@@ -106,7 +103,7 @@ fn take_frame_outlives_the_pipe() {
     assert_eq!(&tiny[..], b"tiny");
     assert_eq!(&large[..], &[b'L'; 5000][..]);
     // The tiny frame is inline (no block); the large one keeps its shared block.
-    assert!(tiny.is_inline());
+    assert!(is_inline(&tiny));
     assert_eq!(pool.stats().outstanding, 1);
     drop((tiny, large));
     assert_eq!(pool.stats().outstanding, 0);
@@ -168,8 +165,8 @@ fn take_frame_after_skips_a_header_then_copies_small_and_shares_large() {
     let small = reader.take_frame_after(4, 100).unwrap();
     assert_eq!(&small[..], &data[4..104]);
     assert_ne!(small.as_ptr(), start.wrapping_add(4), "copied");
-    let small_block = small.as_owned().unwrap().headroom() + small.len();
-    assert!(small_block <= pool.class_size_for(100).unwrap());
+    let small_block = small.headroom() + small.len();
+    assert!(small_block <= 112, "the class of 100 bytes (1.75 x 64)");
     assert_eq!(reader.last_read().unwrap().buffer().len(), 896);
 
     // Skip 2, share 101 out of the same block.
@@ -257,14 +254,11 @@ fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_co
 
     // 500 bytes from offset 50, above the copy threshold: a window shared out of the segment, no
     // copy, no rent.
-    let frame = reader.take_frame_after(50, 500).unwrap();
+    let mut frame = reader.take_frame_after(50, 500).unwrap();
     assert_eq!(&frame[..], &data[50..550]);
     assert_eq!(frame.as_ptr(), start.wrapping_add(50), "shared, not copied");
     assert_eq!(pool.stats().rents, rents, "no buffer rented for the frame");
-    assert!(
-        !frame.as_owned().unwrap().is_unique(),
-        "shares the pipe's block"
-    );
+    assert!(!owns_its_block(&mut frame), "shares the pipe's block");
     reader.advance_to(50, 50).unwrap();
     drop(frame);
 
@@ -273,9 +267,9 @@ fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_co
     writer.append(pooled(&pool, &data[300..])).unwrap();
     flush_now(&mut writer);
     reader.try_read().unwrap().unwrap();
-    let frame = reader.take_frame(600).unwrap();
+    let mut frame = reader.take_frame(600).unwrap();
     assert_eq!(&frame[..], &data[..]);
-    assert!(frame.as_owned().unwrap().is_unique(), "a copy of its own");
+    assert!(owns_its_block(&mut frame), "a copy of its own");
 }
 
 #[test]
