@@ -504,7 +504,7 @@ impl Decoder for LengthDelimited {
 /// writer.complete();
 /// let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
 /// let frame = frames.next_blocking().unwrap()?;
-/// assert_eq!((frame.len(), frame.segment_count()), (8192, 2)); // the two packets, shared
+/// assert_eq!((frame.len(), frame.iter().len()), (8192, 2)); // the two packets, shared
 /// # Ok::<(), packetpipe::frame::FrameError>(())
 /// ```
 #[derive(Debug, Clone)]
