@@ -158,10 +158,7 @@ fn owned_packet(c: &mut Criterion<ThreadCpuTime>) {
 fn packet_slice(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     let variants = [
-        (
-            "pooled",
-            Packet::from(pool.copy_from_slice(&PAYLOAD_64).expect("rent")),
-        ),
+        ("pooled", pool.copy_from_slice(&PAYLOAD_64).expect("rent")),
         ("bytes", Packet::from(Bytes::from(PAYLOAD_64.to_vec()))),
         ("static", Packet::from_static(&PAYLOAD_64)),
     ];

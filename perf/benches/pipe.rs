@@ -122,10 +122,7 @@ fn frame(size: usize) -> Vec<u8> {
 }
 
 fn pooled_packet(size: usize) -> Packet {
-    Pool::global()
-        .copy_from_slice(&frame(size))
-        .expect("rent")
-        .into()
+    Pool::global().copy_from_slice(&frame(size)).expect("rent")
 }
 
 /// A shared (already promoted) `Bytes`: cloning it is one atomic increment.

@@ -303,7 +303,7 @@ impl PacketChain {
                 for segment in self.iter() {
                     buf.extend_from_slice(segment)?;
                 }
-                Ok(buf.freeze().into())
+                Ok(buf.freeze())
             }
         }
     }

@@ -42,7 +42,7 @@ fn try_join_undoes_a_split_and_refuses_what_does_not_follow() {
 #[test]
 fn packet_try_join_joins_pooled_neighbours_and_empties_only() {
     let pool = Pool::new();
-    let mut packet = Packet::from(pool.copy_from_slice(b"hello world").unwrap());
+    let mut packet = pool.copy_from_slice(b"hello world").unwrap();
     let tail = packet.split_off(5);
     packet.try_join(tail).unwrap();
     assert_eq!(&packet[..], b"hello world");

@@ -248,7 +248,7 @@ impl Packet {
         // Loom builds have no global pool (each model makes its own): a `Bytes` there.
         #[cfg(not(packetpipe_loom))]
         if let Ok(packet) = crate::Pool::global().copy_from_slice(data) {
-            return packet.into();
+            return packet;
         }
         Bytes::copy_from_slice(data).into()
     }
@@ -632,7 +632,7 @@ impl From<PacketBuf> for Packet {
     #[inline]
     #[track_caller]
     fn from(buf: PacketBuf) -> Packet {
-        buf.freeze().into()
+        buf.freeze()
     }
 }
 

@@ -122,7 +122,7 @@ fn owned_packet_create_clone_slice_split_allocate_nothing() {
     assert_eq!(n, 0, "split_to/split_off/advance/truncate");
     let n = allocations_in(|| {
         let p = packet.clone();
-        drop(std::hint::black_box(Packet::from(p).slice(1..2)));
+        drop(std::hint::black_box(p.slice(1..2)));
     });
     assert_eq!(n, 0, "OwnedPacket into Packet");
 
@@ -170,10 +170,7 @@ fn variants(pool: &Pool, data: &'static [u8]) -> Vec<(&'static str, Packet)> {
     let mut bytes_mut = BytesMut::with_capacity(data.len());
     bytes_mut.extend_from_slice(data);
     vec![
-        (
-            "OwnedPacket",
-            Packet::from(pool.copy_from_slice(data).unwrap()),
-        ),
+        ("OwnedPacket", pool.copy_from_slice(data).unwrap()),
         ("Bytes from Vec", Packet::from(Bytes::from(data.to_vec()))),
         ("Vec", Packet::from(data.to_vec())),
         ("Bytes from static", Packet::from(Bytes::from_static(data))),
@@ -234,10 +231,10 @@ fn packet_slicing_allocates_nothing_for_any_variant() {
 fn chain_append_up_to_inline_capacity_allocates_nothing() {
     let pool = Pool::new();
     let segments = [
-        Packet::from(pool.copy_from_slice(b"GET / HT").unwrap()),
+        pool.copy_from_slice(b"GET / HT").unwrap(),
         Packet::from(Bytes::from(b"TP/1.1\r\n".to_vec())),
         Packet::from_static(b"Host: x\r\n"),
-        Packet::from(pool.copy_from_slice(b"\r\n").unwrap()),
+        pool.copy_from_slice(b"\r\n").unwrap(),
     ];
     let total: usize = segments.iter().map(Packet::len).sum();
 
@@ -315,7 +312,7 @@ fn display_helpers_stream_without_allocating() {
     // Cut inside multi-byte characters on purpose.
     let chain: PacketChain = bytes
         .chunks(7)
-        .map(|c| Packet::from(pool.copy_from_slice(c).unwrap()))
+        .map(|c| pool.copy_from_slice(c).unwrap())
         .collect();
     let mut expected = Sink::default();
     expected.write_str(&text).unwrap();

@@ -44,7 +44,7 @@ fn packets(pool: &Pool) -> Vec<(&'static str, Packet)> {
     let mut bytes_mut = BytesMut::with_capacity(64);
     bytes_mut.extend_from_slice(DATA);
     vec![
-        ("pooled", Packet::from(pool.copy_from_slice(DATA).unwrap())),
+        ("pooled", pool.copy_from_slice(DATA).unwrap()),
         (
             "pooled via Bytes",
             Packet::from(pool.copy_from_slice(DATA).unwrap().into_bytes()),
@@ -250,7 +250,7 @@ fn packet_split_and_advance_out_of_range_for_every_variant() {
 fn chain_split_advance_and_copy_out_of_range() {
     let pool = Pool::new();
     let mut chain: PacketChain = [
-        Packet::from(pool.copy_from_slice(b"abc").unwrap()),
+        pool.copy_from_slice(b"abc").unwrap(),
         Packet::from(&b"defg"[..]),
         Packet::from(b"hij".to_vec()),
     ]

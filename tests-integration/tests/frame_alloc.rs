@@ -47,7 +47,7 @@ fn ready<F: Future>(future: F, cx: &mut Context<'_>) -> F::Output {
 fn wire(pool: &Pool, size: usize) -> Packet {
     let mut bytes = (size as u32).to_be_bytes().to_vec();
     bytes.resize(4 + size, 0x42);
-    pool.copy_from_slice(&bytes).unwrap().into()
+    pool.copy_from_slice(&bytes).unwrap()
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn decoding_lines_allocates_nothing_per_line() {
         let mut lines = Frames::new(reader, Lines::with_max_length(8192));
         let mut text = vec![b'a'; size - 2];
         text.extend(b"\r\n");
-        let line = Packet::from(pool.copy_from_slice(&text).unwrap());
+        let line = pool.copy_from_slice(&text).unwrap();
         let n = allocations_per_batch(|| {
             writer.append(line.clone()).unwrap();
             ready(writer.flush_pipe(), &mut cx).unwrap();
@@ -124,7 +124,7 @@ fn encoding_length_delimited_frames_allocates_nothing_per_frame() {
     for size in SIZES {
         let (writer, mut reader) = test_pipe(&pool);
         let mut out = FrameWriter::new(writer, LengthDelimited::new());
-        let payload = Packet::from(pool.copy_from_slice(&vec![7u8; size]).unwrap());
+        let payload = pool.copy_from_slice(&vec![7u8; size]).unwrap();
         let slice = vec![8u8; size];
         let consume = |reader: &mut PipeReader, expected: usize| {
             let len = reader.try_read().unwrap().unwrap().buffer().len();

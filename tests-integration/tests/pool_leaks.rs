@@ -7,7 +7,7 @@ use std::panic::Location;
 use packetpipe::frame::{Frames, LengthDelimited};
 use packetpipe::pipe::{pipe_with, PipeOptions};
 use packetpipe::BlockUse;
-use packetpipe::{Packet, Pool, PoolProbe};
+use packetpipe::{Pool, PoolProbe};
 
 fn tracked() -> Pool {
     Pool::with_options(packetpipe::PoolOptions {
@@ -78,7 +78,7 @@ fn the_last_seal_or_slice_is_reported_with_its_site() {
         .contains(&format!("last sliced at {}:{}:", sliced.0, sliced.1)));
 
     // Through `Packet` too.
-    let header = Packet::from(header);
+    let header = header;
     let sliced = next_line();
     let tag = header.slice(0..1);
     drop(header);

@@ -35,7 +35,7 @@ fn chain_of(pool: &Pool, chunks: &[Vec<u8>]) -> PacketChain {
         .iter()
         .enumerate()
         .map(|(i, c)| match i % 3 {
-            0 => Packet::from(pool.copy_from_slice(c).unwrap()),
+            0 => pool.copy_from_slice(c).unwrap(),
             1 => Packet::from(c.clone()),
             _ => Packet::from(bytes::Bytes::copy_from_slice(c)),
         })

@@ -79,7 +79,7 @@ proptest! {
         for (n, op) in ops.into_iter().enumerate() {
             let packet = |data: &[u8]| -> Packet {
                 match n % 3 {
-                    0 => Packet::from(pool.copy_from_slice(data).unwrap()),
+                    0 => pool.copy_from_slice(data).unwrap(),
                     1 => Packet::from(data.to_vec()),
                     _ => Packet::from(Bytes::copy_from_slice(data)),
                 }

@@ -452,7 +452,7 @@ impl Runner {
                 })
             }
             Obj::Owned(o) => {
-                let packet = Packet::from(o.packet);
+                let packet = o.packet;
                 let pooled = Some((o.token, o.offset));
                 Obj::Packet(PacketObj {
                     packet,
@@ -511,7 +511,7 @@ impl Runner {
         obj.make_inexact();
         let (packet, data, owners) = match obj {
             Obj::Buf(b) => (Packet::from(b.buf), b.written, vec![Arc::new(b.token)]),
-            Obj::Owned(o) => (Packet::from(o.packet), o.data, vec![Arc::new(o.token)]),
+            Obj::Owned(o) => (o.packet, o.data, vec![Arc::new(o.token)]),
             Obj::Packet(p) => {
                 let mut owners = p.owners;
                 owners.extend(p.pooled.map(|(token, _)| Arc::new(token)));

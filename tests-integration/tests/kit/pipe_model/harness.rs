@@ -264,11 +264,11 @@ impl Harness {
             Kind::Pooled => {
                 let data = self.fresh_bytes(len);
                 let packet = self.packet_pool.copy_from_slice(&data).unwrap();
-                (data, packet.into())
+                (data, packet)
             }
             Kind::PooledSlice => {
                 let data = self.fresh_bytes(len + 6);
-                let packet = Packet::from(self.packet_pool.copy_from_slice(&data).unwrap());
+                let packet = self.packet_pool.copy_from_slice(&data).unwrap();
                 (data[3..3 + len].to_vec(), packet.slice(3..3 + len))
             }
             Kind::PacketBuf => {
@@ -778,7 +778,7 @@ impl Harness {
                     } else {
                         reader.take_frame(n).unwrap()
                     };
-                    assert!(&frame[..] == bytes, "take_frame({skip}, {n}) contents");
+                    assert!(frame[..] == *bytes, "take_frame({skip}, {n}) contents");
                     if n > 0 && n <= self.m.copy_threshold.min(Packet::INLINE_CAPACITY) {
                         assert!(
                             frame.clone().get_mut().is_some(),
