@@ -3,7 +3,7 @@
 //! A single-producer/single-consumer byte pipe for the space between a socket and a parser, built
 //! on pooled, reference-counted packets.
 //!
-//! - [`pipe`]: `pipe()` -> ([`PipeWriter`](pipe::PipeWriter), [`PipeReader`](pipe::PipeReader)):
+//! - [`pipe`](mod@pipe): [`pipe()`] -> ([`PipeWriter`], [`PipeReader`]):
 //!   append packets or write into pooled buffers, flush with backpressure, read the flushed bytes
 //!   as a chain of segments, advance by byte counts, take frames out; async and blocking forms.
 //! - [`Pool`]: size-classed buffer pool with per-thread caches and a shared depot; one thread can
@@ -57,7 +57,7 @@
 //!
 //! # Where to go next
 //!
-//! The [`pipe`] module page explains the two ends and the concurrency design; [`io`] connects
+//! The [`pipe`](mod@pipe) module page explains the two ends and the concurrency design; [`io`] connects
 //! them to sockets (and says which transport to choose); [`frame`] turns the segment chain into
 //! frames. [`Pool`] explains size classes, thread caches and leak reports.
 #![deny(missing_docs)]
