@@ -77,7 +77,6 @@ mod segments;
 mod sync;
 
 pub use error::{Error, Operation, SharedError, Side};
-pub(crate) use packet::OwnedPacket;
 pub use packet::{ChainIter, Packet, PacketBuf, PacketChain};
 pub use pipe::{block_on, pipe, pipe_with, PipeOptions, PipeReader, PipeWriter};
 pub use pool::{BlockUse, LeakReport, OutstandingBlock, Pool, PoolOptions, PoolStats};

@@ -241,6 +241,7 @@ impl Packet {
     /// ```
     #[inline]
     #[track_caller]
+    #[must_use = "copying makes a new packet"]
     pub fn copy_from_slice(data: &[u8]) -> Packet {
         if data.len() <= Self::INLINE_CAPACITY {
             return Packet::inline(data);

@@ -870,7 +870,7 @@ impl PipeReader {
     /// Whether the `n > 0` bytes after the first `skip` lie in pooled segments of one block, each
     /// starting where the one before ends (so one window can cover them).
     fn in_one_block(&self, mut skip: usize, mut n: usize) -> bool {
-        let mut previous: Option<&crate::OwnedPacket> = None;
+        let mut previous: Option<&crate::packet::OwnedPacket> = None;
         for packet in self.queue.packets() {
             if skip >= packet.len() {
                 skip -= packet.len();
