@@ -381,6 +381,18 @@ impl Buf for PacketChain {
 }
 
 /// Equal when the bytes are, however they are split into segments.
+///
+/// ```
+/// use packetpipe::{Packet, PacketChain};
+///
+/// let a: PacketChain = [&b"hel"[..], &b"lo, world"[..]].into_iter().map(Packet::from).collect();
+/// let b: PacketChain = [&b"hello,"[..], &b" "[..], &b"world"[..]].into_iter().map(Packet::from).collect();
+/// assert_eq!(a, b);
+/// let c: PacketChain = [&b"hello, worle"[..]].into_iter().map(Packet::from).collect();
+/// assert_ne!(a, c);
+/// assert_ne!(a, PacketChain::new());
+/// assert_eq!(PacketChain::new(), PacketChain::default());
+/// ```
 impl PartialEq for PacketChain {
     fn eq(&self, other: &PacketChain) -> bool {
         if self.len != other.len {

@@ -66,18 +66,24 @@ use stats::bump_shared;
 /// [`PoolOptions::max_retained_bytes`] (64 MiB by default), so that the next burst rents them
 /// again instead of allocating. A pool frees the depot blocks that have waited unused for
 /// [`PoolOptions::idle_eviction`] (5 s by default) by itself, on its slow paths: each magazine
-/// that goes into the depot frees the idle blocks of its class. So a server whose load only
-/// changes needs no timer: its retained memory follows the load down as long as blocks move.
+/// that goes into the depot frees the idle blocks of its own size class. So the classes a server
+/// keeps using hold no more than their recent peak for long, with no timer and no cost on the
+/// fast paths.
 ///
-/// What nothing frees by itself is the depot of a pool whose load **stopped**: no return runs,
-/// so the blocks of the last burst stay (up to `max_retained_bytes`, plus what each thread caches,
-/// [`PoolOptions::max_thread_cache_bytes`]) until the pool is used again or closes. Freeing them
-/// then needs a clock, and the pool starts no thread of its own; a server that must give that
-/// memory back while idle (long quiet periods between bursts, an attack that ended, a container
-/// with a memory limit) calls [`Pool::evict_idle`] from a timer of its own, about once a second
-/// (the RESP example does, on the global pool). A call costs one short lock of the depot. A
-/// server that is rarely idle, or can afford to keep `max_retained_bytes` resident, can leave it
-/// out; so can one that calls [`Pool::trim`] at a moment it knows is quiet.
+/// What nothing frees by itself is the depot of a class no thread returns blocks of any more (the
+/// large blocks of a burst of large requests that ended), and every class once the load **stops**:
+/// no return runs, so those blocks stay (within `max_retained_bytes`, plus what each thread
+/// caches, [`PoolOptions::max_thread_cache_bytes`]) until the pool is used again or closes.
+/// Freeing them needs a clock, and the pool starts no thread of its own. So:
+///
+/// - a server that must give that memory back while its load is gone (long quiet periods between
+///   bursts, an attack that ended, a container with a memory limit) calls [`Pool::evict_idle`]
+///   from a timer of its own, about once a second, for each pool it uses (the RESP example does,
+///   on the global pool); a call takes each size class's depot lock briefly and frees only what
+///   has been idle for the idle time;
+/// - a server that can afford to keep up to `max_retained_bytes` resident after a burst (or
+///   lowers that bound instead) needs no timer; nor does one that calls [`Pool::trim`] at a
+///   moment it knows is quiet.
 ///
 /// # Closing
 ///
