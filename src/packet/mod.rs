@@ -311,6 +311,19 @@ impl Packet {
         }
     }
 
+    /// Number of bytes, for the crate's hot paths (users get `len` through `Deref`): the length
+    /// without forming the slice.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.byte_count()
+    }
+
+    /// Whether the packet holds no bytes (as `len`, for the crate).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.byte_count() == 0
+    }
+
     /// Number of bytes (what `Deref` gives, without forming the slice).
     #[inline]
     pub(crate) fn byte_count(&self) -> usize {
