@@ -778,7 +778,7 @@ impl PipeReader {
                         let bytes = &front[skip..total];
                         self.copies.copy(&self.pool, n, std::iter::once(bytes))?
                     } else {
-                        self.pool.copy_from_slice(&front[skip..total])?
+                        Packet::from(self.pool.copy_owned(&front[skip..total])?)
                     };
                     self.queue.consume_in_front(total as u64);
                     frame
