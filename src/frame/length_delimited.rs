@@ -554,7 +554,7 @@ impl Encoder<Packet> for LengthDelimited {
         let (header, n) = self.header(payload.len())?;
         if payload.len() <= self.builder.copy_payload_up_to {
             put_copied(dst, &header[..n], &*payload)
-        } else if payload.headroom() >= n && payload.prepend(&header[..n]).is_ok() {
+        } else if payload.can_prepend(n) && payload.prepend(&header[..n]).is_ok() {
             Ok(dst.append(payload)?)
         } else {
             self.put_appended(&header[..n], payload, dst)

@@ -333,7 +333,10 @@ impl Pool {
     #[inline(always)]
     #[track_caller]
     pub fn copy_from_slice(&self, data: &[u8]) -> Result<Packet, Error> {
-        Ok(self.copy_owned(data)?.into())
+        let mut buf = self.rent(data.len().max(1))?;
+        buf.extend_from_slice(data)?;
+        // Not a use of its own for leak tracking: the rent site is this call.
+        Ok(buf.freeze_untracked().into())
     }
 
     /// [`copy_from_slice`](Self::copy_from_slice) as the pooled packet itself.

@@ -11,7 +11,7 @@ macro_rules! byte_view_impls {
     ($ty:ident) => {
         impl std::ops::Deref for $ty {
             type Target = [u8];
-            #[inline]
+            #[inline(always)]
             fn deref(&self) -> &[u8] {
                 self.as_slice()
             }
@@ -248,8 +248,8 @@ impl Packet {
         }
         // Loom builds have no global pool (each model makes its own): a `Bytes` there.
         #[cfg(not(packetpipe_loom))]
-        if let Ok(packet) = crate::Pool::global().copy_from_slice(data) {
-            return packet;
+        if let Ok(packet) = crate::Pool::global().copy_owned(data) {
+            return packet.into();
         }
         Bytes::copy_from_slice(data).into()
     }
@@ -336,7 +336,7 @@ impl Packet {
     }
 
     /// The bytes (what `Deref` gives).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn as_slice(&self) -> &[u8] {
         match &self.repr {
             Repr::Owned(p) => p.as_slice(),
@@ -358,6 +358,17 @@ impl Packet {
         match &self.repr {
             Repr::Owned(p) => Some(p),
             _ => None,
+        }
+    }
+
+    /// Whether [`prepend`](Self::prepend) of `n` bytes would succeed: pooled, the only handle to
+    /// its block, and `n` bytes of headroom. Cheaper than a failed `prepend` (no error is made):
+    /// an encoder asks before it tries.
+    #[inline]
+    pub(crate) fn can_prepend(&self, n: usize) -> bool {
+        match &self.repr {
+            Repr::Owned(p) => p.headroom() >= n && p.is_unique(),
+            _ => n == 0,
         }
     }
 

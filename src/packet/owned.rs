@@ -133,7 +133,7 @@ impl OwnedPacket {
     }
 
     /// Whether this is the only handle to its block (no other packet or writer shares it).
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn is_unique(&self) -> bool {
         self.window.is_unique()
     }
