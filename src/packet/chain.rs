@@ -128,6 +128,7 @@ impl Default for Segments {
 }
 
 impl Segments {
+    #[inline]
     fn count(&self) -> usize {
         match self {
             Segments::Inline { count, .. } => *count,
@@ -135,6 +136,7 @@ impl Segments {
         }
     }
 
+    #[inline]
     fn get(&self, index: usize) -> Option<&Packet> {
         match self {
             Segments::Inline { ring, head, count } => (index < *count)
@@ -217,6 +219,7 @@ impl PacketChain {
     }
 
     /// Total bytes in all segments (cached, O(1)).
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -227,6 +230,7 @@ impl PacketChain {
     }
 
     /// The segments, front to back (none of them empty; `iter().len()` counts them).
+    #[inline]
     pub fn iter(&self) -> ChainIter<'_> {
         ChainIter {
             chain: self,
@@ -463,7 +467,12 @@ impl DoubleEndedIterator for ChainIter<'_> {
     }
 }
 
-impl ExactSizeIterator for ChainIter<'_> {}
+impl ExactSizeIterator for ChainIter<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.back - self.front
+    }
+}
 
 impl std::iter::FusedIterator for ChainIter<'_> {}
 
