@@ -489,11 +489,11 @@ impl Eq for SharedError {}
 
 #[cfg(test)]
 mod tests {
-    /// `Error` stays larger than a `Packet` (see `size::Hold`): the take path's
-    /// `Result<Packet, Error>` keeps a discriminant of its own.
+    /// `Error` keeps its 48 bytes (see `size::Hold`; the packet module checks that a `Packet` is
+    /// smaller).
     #[test]
-    fn error_is_larger_than_a_packet() {
+    #[cfg(target_pointer_width = "64")]
+    fn error_keeps_its_size() {
         assert_eq!(std::mem::size_of::<super::Error>(), 48);
-        assert!(std::mem::size_of::<super::Error>() > std::mem::size_of::<crate::Packet>());
     }
 }

@@ -806,3 +806,15 @@ impl crate::ByteSegments for PacketChain {
         out
     }
 }
+
+#[cfg(test)]
+mod size_tests {
+    /// A `Packet` is smaller than an `Error` (see `error::size::Hold`): the take path's
+    /// `Result<Packet, Error>` keeps a discriminant of its own instead of the packet's niche.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_packet_is_smaller_than_an_error() {
+        assert_eq!(std::mem::size_of::<super::Packet>(), 40);
+        assert!(std::mem::size_of::<super::Packet>() < std::mem::size_of::<crate::Error>());
+    }
+}
