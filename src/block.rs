@@ -291,7 +291,7 @@ impl<H: Recycle> Drop for FreeBlock<H> {
 ///
 /// Blocks of at least 128 KiB ([`MAPPED_FROM`](system::MAPPED_FROM), header included) are mapped
 /// from the kernel on their own (`mmap`, Unix; not under Miri or loom, where every block comes
-/// from the global allocator; a pool built with `PoolBuilder::map_large_blocks(false)` neither)
+/// from the global allocator; a pool built with `PoolOptions::map_large_blocks: false` neither)
 /// and unmapped when freed, so a freed large block gives its pages back at once:
 /// a heap allocator keeps them (glibc's mmap threshold rises after the first large frees, and
 /// later large blocks come from the heap, whose pages stay resident). A fresh mapping is zero

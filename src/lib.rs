@@ -9,11 +9,10 @@
 //! - [`Pool`]: size-classed buffer pool with per-thread caches and a shared depot; one thread can
 //!   rent while another returns with no lock and no fresh allocation in steady state.
 //! - [`PacketBuf`]: a writable pooled buffer ([`bytes::BufMut`]) that seals its written bytes into
-//!   [`OwnedPacket`]s while its tail stays writable.
-//! - [`OwnedPacket`]: an immutable window into a pooled block; clone and slice cost one atomic
-//!   increment; the last drop returns the block.
-//! - [`Packet`]: one type over pooled packets, [`bytes::Bytes`] and static slices, whose slicing
-//!   never allocates; [`PacketChain`] for several packets read as one.
+//!   [`Packet`]s while its tail stays writable.
+//! - [`Packet`]: the one immutable packet type, over pooled blocks, [`bytes::Bytes`] and static
+//!   slices; clone and slice never allocate (a pooled one costs one atomic increment, and the
+//!   last drop returns its block); [`PacketChain`] for several packets read as one.
 //! - [`io`]: the pipe's ends as std, `bytes`, tokio and futures-io I/O types; pumps between a
 //!   pipe and a socket; a duplex connection (one socket, two pipes, one future).
 //! - [`ByteSegments`]: helpers over segmented data (copy out, hex dump, lossy UTF-8, search from an
@@ -24,7 +23,7 @@
 //!
 //! ```
 //! use bytes::BufMut;
-//! use packetpipe::{ByteSegments, Packet, PacketChain, Pool};
+//! use packetpipe::{ByteSegments, PacketChain, Pool};
 //!
 //! let pool = Pool::new();
 //! let mut buf = pool.rent(4096)?;
@@ -33,7 +32,7 @@
 //! buf.put_slice(b"world");
 //! let world = buf.seal();               // same block, next bytes
 //!
-//! let chain: PacketChain = [Packet::from(hello), Packet::from(world)].into_iter().collect();
+//! let chain: PacketChain = [hello, world].into_iter().collect();
 //! assert_eq!(chain.display_lossy().to_string(), "hello world");
 //! drop((buf, chain));
 //! assert_eq!(pool.stats().outstanding, 0); // every block went home
@@ -42,17 +41,19 @@
 //!
 //! # Packets
 //!
-//! - [`OwnedPacket`]: an immutable, reference-counted window into a pooled block.
-//! - [`PacketBuf`]: the unique writable handle to a pooled block; seals into `OwnedPacket`s.
-//! - [`Packet`]: the one type the pipe accepts and hands out, over pooled packets,
-//!   [`bytes::Bytes`], static slices, and a few bytes held in the value itself; slicing never
-//!   allocates for any of them.
+//! - [`PacketBuf`]: the unique writable handle to a pooled block; seals into [`Packet`]s.
+//! - [`Packet`]: the one immutable packet type, which the pipe accepts and hands out, over
+//!   pooled blocks, [`bytes::Bytes`], static slices, and a few bytes held in the value itself;
+//!   slicing never allocates for any of them. A pooled packet that is the only handle to its
+//!   block can be changed in place ([`Packet::get_mut`], [`Packet::prepend`] into its
+//!   [`headroom`](Packet::headroom)).
 //! - [`PacketChain`]: several packets read as one, with a cached total length.
 //!
 //! Bounds conventions: slicing and splitting (`slice`, `split_to`, `split_off`, `Buf::advance`)
-//! follow std and `bytes` and panic with a message naming the numbers; each has a `try_` form that
-//! returns [`Error::OutOfRange`] instead. Operations whose success depends on the state of the
-//! buffer (`prepend`, `commit`, `extend_from_slice`) always return a `Result`.
+//! follow std and `bytes`: out of bounds is a bug in the caller, and they panic with a message
+//! naming the numbers. Operations whose success depends on the state of the buffer or on input
+//! (`prepend`, `commit`, `extend_from_slice`, [`ByteSegments::copy_prefix_to`]) return a
+//! `Result` whose [`Error`] names the numbers.
 //!
 //! # Where to go next
 //!
@@ -75,10 +76,12 @@ mod pool;
 mod segments;
 mod sync;
 
-pub use error::{Error, SharedError};
-pub use packet::{OwnedPacket, Packet, PacketBuf, PacketChain};
+pub use error::{Error, Operation, SharedError, Side};
+pub use packet::{ChainIter, Packet, PacketBuf, PacketChain};
 pub use pipe::{block_on, pipe, pipe_with, PipeOptions, PipeReader, PipeWriter};
-pub use pool::{BlockUse, LeakReport, OutstandingBlock, Pool, PoolBuilder, PoolMonitor, PoolStats};
+pub use pool::{BlockUse, LeakReport, OutstandingBlock, Pool, PoolOptions, PoolStats};
+#[doc(hidden)]
+pub use pool::{PoolMonitor, PoolProbe};
 pub use segments::{ByteSegments, HexDump, PeekInt, Utf8Lossy};
 
 /// The README's examples, compiled and run as doctests (they use the `tokio` feature).

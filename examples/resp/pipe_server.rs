@@ -235,9 +235,9 @@ impl Args for PipeBatch {
             Taken::Packet(packet) => Cow::Borrowed(packet),
             Taken::Chain(c) => {
                 let chain = &self.chains[*c];
-                match chain.segment_count() {
+                match chain.iter().len() {
                     1 => Cow::Borrowed(chain.iter().next().expect("one segment")),
-                    _ => Cow::Owned(chain.to_vec()),
+                    _ => Cow::Owned(packetpipe::ByteSegments::to_vec(chain)),
                 }
             }
         }
@@ -320,7 +320,7 @@ impl Value for PacketChain {
         if self.len() <= DEFAULT_COPY_THRESHOLD {
             return copy_small(self.len(), self.iter().map(|packet| &packet[..]));
         }
-        match self.segment_count() {
+        match self.iter().len() {
             1 => Stored::One(self.pop_front().expect("one segment")),
             _ => Stored::Spanning(Box::new(self)),
         }

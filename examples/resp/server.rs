@@ -71,7 +71,7 @@ pub async fn accept_loop<V, S, F>(
 }
 
 /// Once a second, let the global pool free the blocks it has kept unused for its idle time
-/// (`PoolBuilder::idle_eviction`, 5 s by default): after a burst of connections (or an attack)
+/// (`PoolOptions::idle_eviction`, 5 s by default): after a burst of connections (or an attack)
 /// ends, the memory goes back to the system instead of staying cached. The pool does this by
 /// itself only while it is in use (on its slow paths); an idle server runs none of them.
 async fn evict_idle_blocks() {

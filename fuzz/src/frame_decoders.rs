@@ -148,7 +148,7 @@ impl FrameBytes for packetpipe::Packet {
 
 impl FrameBytes for packetpipe::PacketChain {
     fn bytes(&self) -> Vec<u8> {
-        self.to_vec()
+        packetpipe::ByteSegments::to_vec(self)
     }
 }
 

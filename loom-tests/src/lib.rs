@@ -135,11 +135,12 @@ pub fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
 /// fills its spare magazine, the third moves a magazine to the depot, and a rent on an empty cache
 /// takes one from it. The pool models use it to reach the depot in few operations.
 pub fn tiny_pool() -> Pool {
-    Pool::builder()
-        .min_class_size(64)
-        .max_class_size(64)
-        .thread_cache_depth(1)
-        .thread_cache_bytes(64)
-        .build()
-        .unwrap()
+    Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 64,
+        max_class_size: 64,
+        thread_cache_depth: 1,
+        thread_cache_bytes: 64,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap()
 }

@@ -13,11 +13,12 @@ use packetpipe_loom_tests::{block_on, pipe};
 #[test]
 fn compaction_races_flush_and_reclaim() {
     loom::model(|| {
-        let pool = Pool::builder()
-            .min_class_size(64)
-            .max_class_size(8192)
-            .build()
-            .unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            min_class_size: 64,
+            max_class_size: 8192,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
         // 8 KiB segments: one byte in one is worth moving (more than 4 x 1 KiB).
         let options = PipeOptions {
             pause_threshold: 0,

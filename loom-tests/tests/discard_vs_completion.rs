@@ -13,11 +13,12 @@ use packetpipe_loom_tests::{block_on, pipe};
 #[cfg(not(packetpipe_mutant))]
 fn writer_discards_while_reader_completes() {
     loom::model(|| {
-        let pool = Pool::builder()
-            .min_class_size(64)
-            .max_class_size(64)
-            .build()
-            .unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            min_class_size: 64,
+            max_class_size: 64,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
         let options = PipeOptions {
             pause_threshold: 0,
             min_segment_size: 64,

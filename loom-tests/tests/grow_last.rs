@@ -13,11 +13,12 @@ use packetpipe::Pool;
 use packetpipe_loom_tests::{block_on, pipe, read_to_end};
 
 fn pool() -> Pool {
-    Pool::builder()
-        .min_class_size(64)
-        .max_class_size(64)
-        .build()
-        .unwrap()
+    Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 64,
+        max_class_size: 64,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap()
 }
 
 /// The writer runs `write` and completes; the reader reads to the end, consuming whatever it sees

@@ -1,10 +1,10 @@
 #![cfg(packetpipe_loom)]
-//! `OwnedPacket` shared across threads: the block's reference count and its return to the pool.
+//! pooled `Packet` shared across threads: the block's reference count and its return to the pool.
 
 use loom::thread;
-use packetpipe::{OwnedPacket, Pool};
+use packetpipe::{Packet, Pool};
 
-fn packet(pool: &Pool) -> OwnedPacket {
+fn packet(pool: &Pool) -> Packet {
     let mut buf = pool.rent(64).unwrap();
     buf.extend_from_slice(b"abcd").unwrap();
     buf.freeze()
@@ -53,7 +53,8 @@ fn block_returns_only_after_last_drop() {
             (0, 1),
             "returned early: {stats:?}"
         );
-        assert!(original.is_unique());
+        let mut original = original;
+        assert!(original.get_mut().is_some(), "the only handle left");
         drop(original);
         let stats = pool.stats();
         assert_eq!((stats.returns, stats.outstanding), (1, 0), "{stats:?}");

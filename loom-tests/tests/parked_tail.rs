@@ -10,11 +10,12 @@ use packetpipe::Pool;
 use packetpipe_loom_tests::{block_on, pipe};
 
 fn one_block_pool() -> Pool {
-    Pool::builder()
-        .min_class_size(64)
-        .max_class_size(64)
-        .build()
-        .unwrap()
+    Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 64,
+        max_class_size: 64,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap()
 }
 
 /// The writer writes each of `parts` and flushes it (parking its block, then reclaiming it at the

@@ -2,7 +2,7 @@
 //! The pool closing (its last handle dropped) on one thread while another returns blocks.
 
 use loom::thread;
-use packetpipe::PacketBuf;
+use packetpipe::{PacketBuf, PoolProbe};
 use packetpipe_loom_tests::{tiny_pool, Hold};
 
 /// The main thread rents four blocks of a `tiny_pool` (magazines of one block); a second thread

@@ -23,7 +23,10 @@ fn failing_writer_ends_read_at_least_model() {
             writer.complete_with_error("boom");
         });
         match block_on(reader.read_at_least(10)) {
-            Err(Error::Peer { side: "writer", .. }) => {}
+            Err(Error::Peer {
+                side: packetpipe::Side::Writer,
+                ..
+            }) => {}
             Err(other) => panic!("unexpected error {other:?}"),
             Ok(result) => panic!(
                 "expected the writer's error, got {} bytes (completed {}, canceled {})",

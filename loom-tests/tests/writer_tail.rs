@@ -15,11 +15,12 @@ use packetpipe_loom_tests::{block_on, pipe};
 #[test]
 fn writer_tail_vs_reader_head() {
     loom::model(|| {
-        let pool = Pool::builder()
-            .min_class_size(64)
-            .max_class_size(64)
-            .build()
-            .unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            min_class_size: 64,
+            max_class_size: 64,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
         let options = PipeOptions {
             pause_threshold: 0,
             min_segment_size: 64,

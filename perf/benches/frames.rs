@@ -157,7 +157,7 @@ trait Len {
 
 impl Len for Packet {
     fn len(&self) -> usize {
-        Packet::len(self)
+        <[u8]>::len(self)
     }
 }
 

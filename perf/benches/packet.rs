@@ -3,7 +3,7 @@
 //!
 //! Groups:
 //!
-//! - `owned_packet`: 64 B `OwnedPacket` lifecycles, next to `Vec`/`Bytes` baselines from the same run
+//! - `owned_packet`: 64 B pooled `Packet` lifecycles, next to `Vec`/`Bytes` baselines from the same run
 //!   (`vec_with_capacity_64` is the baseline for clone + release).
 //! - `packet_slice`: `Packet::slice` + drop per variant (pooled, `Bytes`, static).
 //! - `display/{64B,1KiB,8KiB}`: hex dump and lossy UTF-8 written into a reused `String`.
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, BatchSize, Criterion};
-use packetpipe::{ByteSegments, OwnedPacket, Packet, Pool};
+use packetpipe::{ByteSegments, Packet, Pool};
 
 #[path = "common/cpu_time.rs"]
 mod cpu_time;
@@ -158,10 +158,7 @@ fn owned_packet(c: &mut Criterion<ThreadCpuTime>) {
 fn packet_slice(c: &mut Criterion<ThreadCpuTime>) {
     let pool = Pool::new();
     let variants = [
-        (
-            "pooled",
-            Packet::from(pool.copy_from_slice(&PAYLOAD_64).expect("rent")),
-        ),
+        ("pooled", pool.copy_from_slice(&PAYLOAD_64).expect("rent")),
         ("bytes", Packet::from(Bytes::from(PAYLOAD_64.to_vec()))),
         ("static", Packet::from_static(&PAYLOAD_64)),
     ];
@@ -317,7 +314,7 @@ fn produce_consume<T: Send + 'static>(
     (wall, cpu)
 }
 
-fn make_packet(pool: &Pool, size: usize) -> OwnedPacket {
+fn make_packet(pool: &Pool, size: usize) -> Packet {
     let mut buf = pool.rent(size).expect("rent");
     buf.extend_from_slice(&PAYLOAD_64).expect("fits");
     buf.freeze()
@@ -452,10 +449,11 @@ fn steady_state_check() {
     const MAGAZINE: usize = 32;
     const BOUND: u64 = (DEPTH + 2 * MAGAZINE + 2) as u64;
     for (size, label) in [(64usize, "64B"), (4096, "4KiB")] {
-        let pool = Pool::builder()
-            .thread_cache_depth(MAGAZINE)
-            .build()
-            .expect("pool");
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            thread_cache_depth: MAGAZINE,
+            ..packetpipe::PoolOptions::default()
+        })
+        .expect("pool");
         let make = || make_packet(&pool, size);
         produce_consume(WARM_UP, make);
         let mut deltas = Vec::new();

@@ -7,7 +7,7 @@
 //!   -> `advance_to(len, len)`. The flush polls the `Flush` future once (what `.await` does; an
 //!   unpaused flush is ready at once; the one-thread pipes pause at 1 MiB instead of 64 KiB, since a
 //!   flushed, unread 64 KiB frame would otherwise pause the flush). Packet variants: `append_pooled` (a clone of a pooled
-//!   `OwnedPacket`: one atomic increment, one decrement on release), `append_bytes` (a clone of a
+//!   pooled `Packet`: one atomic increment, one decrement on release), `append_bytes` (a clone of a
 //!   shared `Bytes`), `append_static` (no reference count: the pipe alone), and
 //!   `append_pooled_blocking` (`flush_blocking` + `read_blocking`, the thread-user path).
 //!   Baselines: a tokio bounded `mpsc::channel::<Bytes>` on one thread, `try_send` + `try_recv` of a
@@ -122,10 +122,7 @@ fn frame(size: usize) -> Vec<u8> {
 }
 
 fn pooled_packet(size: usize) -> Packet {
-    Pool::global()
-        .copy_from_slice(&frame(size))
-        .expect("rent")
-        .into()
+    Pool::global().copy_from_slice(&frame(size)).expect("rent")
 }
 
 /// A shared (already promoted) `Bytes`: cloning it is one atomic increment.

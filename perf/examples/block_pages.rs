@@ -23,12 +23,13 @@ fn rss_kib() -> i64 {
 }
 
 fn main() {
-    let pool = packetpipe::Pool::builder()
-        .max_class_size(1 << 20)
-        .max_thread_cache_bytes(0)
-        .max_retained_bytes(0)
-        .build()
-        .expect("a pool");
+    let pool = packetpipe::Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 1 << 20,
+        max_thread_cache_bytes: 0,
+        max_retained_bytes: 0,
+        ..packetpipe::PoolOptions::default()
+    })
+    .expect("a pool");
     // glibc raises its mmap threshold when a large mapped chunk is freed, as a server's first
     // frees do: later large allocations come from the heap.
     drop(vec![1u8; 1 << 20]);

@@ -470,8 +470,9 @@ impl Line {
     #[inline]
     pub fn as_str(&self) -> &str {
         // SAFETY: a `Line` is only made by `line()` from a packet that `str::from_utf8` accepted,
-        // or empty (`Default`), and its packet's bytes never change: packets are immutable views,
-        // and `Line` hands out no mutable access to its packet.
+        // or empty (`Default`), and its packet's bytes never change: a packet's bytes change only
+        // through `&mut` of the packet (`Packet::get_mut`, `prepend`), and `Line` hands out no
+        // mutable access to its packet.
         unsafe { std::str::from_utf8_unchecked(self.0.as_slice()) }
     }
 

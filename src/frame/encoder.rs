@@ -80,7 +80,7 @@ pub fn put_copied(
     head: &[u8],
     tail: &(impl ByteSegments + ?Sized),
 ) -> Result<(), FrameError> {
-    let total = head.len() + tail.byte_len();
+    let total = head.len() + crate::ByteSegments::len(tail);
     let space = dst.spare_mut(total)?;
     space[..head.len()].copy_from_slice(head);
     tail.copy_prefix_to(&mut space[head.len()..total])?;

@@ -5,7 +5,7 @@ use bytes::{Buf, Bytes};
 
 use super::{put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::pipe::PipeWriter;
-use crate::{OwnedPacket, Packet, PacketChain};
+use crate::{Packet, PacketChain};
 
 /// Frames behind a length field: decoder and encoder.
 ///
@@ -27,7 +27,7 @@ use crate::{OwnedPacket, Packet, PacketChain};
 /// Encoding writes the length field (and only it, as tokio-util does: bytes before it, when
 /// `length_field_offset` is set, are the caller's) then the payload: a small payload is copied in
 /// behind the header, a larger [`Packet`] is appended zero-copy, and a unique pooled
-/// [`OwnedPacket`] with headroom gets the header written in front of it, in place.
+/// [`Packet`] with headroom gets the header written in front of it, in place.
 ///
 /// ```
 /// use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
@@ -504,7 +504,7 @@ impl Decoder for LengthDelimited {
 /// writer.complete();
 /// let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
 /// let frame = frames.next_blocking().unwrap()?;
-/// assert_eq!((frame.len(), frame.segment_count()), (8192, 2)); // the two packets, shared
+/// assert_eq!((frame.len(), frame.iter().len()), (8192, 2)); // the two packets, shared
 /// # Ok::<(), packetpipe::frame::FrameError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -546,32 +546,18 @@ impl Encoder<Packet> for LengthDelimited {
     type Error = FrameError;
 
     /// Small payloads (up to [`Builder::copy_payload_up_to`]) are copied in behind the header;
-    /// larger ones are appended zero-copy.
+    /// larger ones are appended zero-copy. A larger payload that is the only handle to its pooled
+    /// block and has [`headroom`](Packet::headroom) for the header gets the header written in
+    /// front of it, in place ([`Packet::prepend`]): one segment, nothing copied.
     #[inline]
-    fn encode(&mut self, payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
+    fn encode(&mut self, mut payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
         if payload.len() <= self.builder.copy_payload_up_to {
             put_copied(dst, &header[..n], &*payload)
-        } else {
-            self.put_appended(&header[..n], payload, dst)
-        }
-    }
-}
-
-impl Encoder<OwnedPacket> for LengthDelimited {
-    type Error = FrameError;
-
-    /// As for [`Packet`], except that a payload above the copy size that is the only handle to its
-    /// block and has headroom for the header gets the header written in front of it, in place: one
-    /// segment, nothing copied.
-    fn encode(&mut self, mut payload: OwnedPacket, dst: &mut PipeWriter) -> Result<(), FrameError> {
-        let (header, n) = self.header(payload.len())?;
-        if payload.len() <= self.builder.copy_payload_up_to {
-            put_copied(dst, &header[..n], &*payload)
-        } else if payload.prepend(&header[..n]).is_ok() {
+        } else if payload.can_prepend(n) && payload.prepend(&header[..n]).is_ok() {
             Ok(dst.append(payload)?)
         } else {
-            self.put_appended(&header[..n], payload.into(), dst)
+            self.put_appended(&header[..n], payload, dst)
         }
     }
 }

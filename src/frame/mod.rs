@@ -54,7 +54,7 @@ mod length_delimited;
 mod passthrough;
 
 /// The byte search the built-in delimiter decoders run over each segment.
-pub use crate::segments::find_byte;
+pub(crate) use crate::segments::find_byte;
 pub use decoder::{DecodeBuf, Decoded, Decoder};
 pub use delimited::{Delimited, Line, Lines};
 pub use encoder::{put_copied, Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};

@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::pipe::PipeWriter;
-use crate::{OwnedPacket, Packet, PacketChain};
+use crate::{Packet, PacketChain};
 
 /// No framing: each frame is the bytes that arrived, as tokio-util's `BytesCodec`, without copying.
 ///
@@ -15,7 +15,7 @@ use crate::{OwnedPacket, Packet, PacketChain};
 /// Decoding yields [`Packet`]s, sharing the writer's pooled blocks: keeping a small one keeps its
 /// block alive (use a framing decoder, which copies small frames out, where that matters).
 ///
-/// Encoding appends the payload zero-copy ([`Packet`], [`OwnedPacket`], [`Bytes`], [`BytesMut`],
+/// Encoding appends the payload zero-copy ([`Packet`], [`Bytes`], [`BytesMut`],
 /// [`PacketChain`]) or copies it in (`&[u8]`).
 ///
 /// tokio-util's `FramedRead<_, BytesCodec>` yields what each read of its 8 KiB buffer brought; the
@@ -60,15 +60,6 @@ impl Encoder<Packet> for Passthrough {
     type Error = FrameError;
 
     fn encode(&mut self, payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
-        Ok(dst.append(payload)?)
-    }
-}
-
-/// Appends the packet, zero-copy.
-impl Encoder<OwnedPacket> for Passthrough {
-    type Error = FrameError;
-
-    fn encode(&mut self, payload: OwnedPacket, dst: &mut PipeWriter) -> Result<(), FrameError> {
         Ok(dst.append(payload)?)
     }
 }

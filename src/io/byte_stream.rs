@@ -57,7 +57,9 @@ pub(crate) fn poll_read(
 pub(crate) fn poll_ready(reader: &mut PipeReader, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     let (_, canceled) = ready!(reader.poll_available(cx)).map_err(io_error)?;
     if canceled {
-        return Poll::Ready(Err(io_error(Error::Canceled { operation: "read" })));
+        return Poll::Ready(Err(io_error(Error::Canceled {
+            operation: crate::error::Operation::Read,
+        })));
     }
     Poll::Ready(Ok(()))
 }
@@ -89,7 +91,9 @@ pub(crate) fn poll_flush(writer: &mut PipeWriter, cx: &mut Context<'_>) -> Poll<
     }
     let result = ready!(writer.poll_flush_pipe(cx)).map_err(io_error)?;
     if result.is_canceled {
-        return Poll::Ready(Err(io_error(Error::Canceled { operation: "flush" })));
+        return Poll::Ready(Err(io_error(Error::Canceled {
+            operation: crate::error::Operation::Flush,
+        })));
     }
     if result.is_completed {
         return Poll::Ready(Err(io_error(Error::ReaderGone)));

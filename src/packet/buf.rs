@@ -8,14 +8,14 @@ use bytes::BufMut;
 
 use std::panic::Location;
 
-use super::OwnedPacket;
+use super::{OwnedPacket, Packet};
 use crate::error::Error;
 use crate::pool::{note_use, BlockUse, ParkedWriter, ParkingSlot, Pool, Writer};
 
 /// The largest capacity a buffer (and so a packet) can have: `Layout`'s bound less the header.
 pub(crate) const MAX_CAPACITY: usize = crate::block::MAX_CAPACITY;
 
-/// A writable pooled buffer that seals its written bytes into [`OwnedPacket`]s.
+/// A writable pooled buffer that seals its written bytes into [`Packet`]s.
 ///
 /// The block is laid out as `[sealed | headroom | written | free]`. [`seal`](Self::seal) turns the
 /// written bytes into an immutable packet that shares the block, and the buffer goes on writing into
@@ -60,18 +60,6 @@ impl PacketBuf {
     #[inline]
     pub fn capacity(&self) -> usize {
         self.writer.capacity()
-    }
-
-    /// Written bytes not yet sealed.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.writer.len()
-    }
-
-    /// Whether no unsealed bytes are written.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The free tail, to write into before [`commit`](Self::commit). It holds whatever the block
@@ -144,7 +132,8 @@ impl PacketBuf {
         self.writer.prepend(header)
     }
 
-    /// Keep the first `len` written bytes (no effect if fewer are written).
+    /// Keep the first `len` written bytes (no effect if fewer are written); `truncate(0)` forgets
+    /// every unsealed byte.
     pub fn truncate(&mut self, len: usize) {
         self.writer.truncate(len);
     }
@@ -164,21 +153,16 @@ impl PacketBuf {
         self.writer.rewind(credits)
     }
 
-    /// Forget the unsealed written bytes.
-    pub fn clear(&mut self) {
-        self.writer.truncate(0);
-    }
-
     /// Seal the written bytes into a packet sharing this block; the buffer keeps the free tail.
     /// With nothing written, the packet is empty. (A pool that tracks leaks records this call as
-    /// the block's last use: [`PoolBuilder::track_leaks`](crate::PoolBuilder::track_leaks).)
+    /// the block's last use: [`PoolOptions::track_leaks`](crate::PoolOptions::track_leaks).)
     #[inline]
     #[track_caller]
     #[must_use = "the sealed bytes are dropped with the result"]
-    pub fn seal(&mut self) -> OwnedPacket {
+    pub fn seal(&mut self) -> Packet {
         let window = self.writer.seal();
         note_use(&window, BlockUse::Sealed, Location::caller());
-        OwnedPacket::from_window(window)
+        OwnedPacket::from_window(window).into()
     }
 
     /// [`seal`](Self::seal) with the packet's reference taken from references counted in advance
@@ -207,10 +191,10 @@ impl PacketBuf {
     #[inline]
     #[track_caller]
     #[must_use = "the written bytes are dropped with the result"]
-    pub fn freeze(self) -> OwnedPacket {
+    pub fn freeze(self) -> Packet {
         let window = self.writer.into_window();
         note_use(&window, BlockUse::Sealed, Location::caller());
-        OwnedPacket::from_window(window)
+        OwnedPacket::from_window(window).into()
     }
 
     /// [`freeze`](Self::freeze) recording no use: where the rent site just recorded says it all
@@ -337,7 +321,9 @@ impl Pool {
         Ok(PacketBuf::from_writer(self.rent_writer(headroom, size)?))
     }
 
-    /// Copy `data` into a fitted pooled buffer and seal it.
+    /// Copy `data` into a fitted pooled buffer of this pool and seal it (the [global
+    /// pool](Pool::global)'s form, which also keeps small copies inline, is
+    /// [`Packet::copy_from_slice`]).
     ///
     /// ```
     /// let pool = packetpipe::Pool::new();
@@ -346,7 +332,17 @@ impl Pool {
     /// ```
     #[inline(always)]
     #[track_caller]
-    pub fn copy_from_slice(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
+    pub fn copy_from_slice(&self, data: &[u8]) -> Result<Packet, Error> {
+        let mut buf = self.rent(data.len().max(1))?;
+        buf.extend_from_slice(data)?;
+        // Not a use of its own for leak tracking: the rent site is this call.
+        Ok(buf.freeze_untracked().into())
+    }
+
+    /// [`copy_from_slice`](Self::copy_from_slice) as the pooled packet itself.
+    #[inline(always)]
+    #[track_caller]
+    pub(crate) fn copy_owned(&self, data: &[u8]) -> Result<OwnedPacket, Error> {
         let mut buf = self.rent(data.len().max(1))?;
         buf.extend_from_slice(data)?;
         // Not a use of its own for leak tracking: the rent site is this call.

@@ -9,7 +9,7 @@ use std::ops::{Deref, DerefMut};
 use bytes::Buf;
 
 use super::Packet;
-use crate::error::Error;
+use crate::error::Operation;
 
 /// Segments kept inline before the chain spills to the heap.
 const INLINE: usize = 4;
@@ -128,6 +128,7 @@ impl Default for Segments {
 }
 
 impl Segments {
+    #[inline]
     fn count(&self) -> usize {
         match self {
             Segments::Inline { count, .. } => *count,
@@ -135,6 +136,7 @@ impl Segments {
         }
     }
 
+    #[inline]
     fn get(&self, index: usize) -> Option<&Packet> {
         match self {
             Segments::Inline { ring, head, count } => (index < *count)
@@ -217,6 +219,7 @@ impl PacketChain {
     }
 
     /// Total bytes in all segments (cached, O(1)).
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -226,14 +229,14 @@ impl PacketChain {
         self.len == 0
     }
 
-    /// Number of segments (none of them empty).
-    pub fn segment_count(&self) -> usize {
-        self.segments.count()
-    }
-
-    /// The segments, front to back.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Packet> + Clone + '_ {
-        (0..self.segments.count()).map(move |i| self.segments.get(i).expect("index below count"))
+    /// The segments, front to back (none of them empty; `iter().len()` counts them).
+    #[inline]
+    pub fn iter(&self) -> ChainIter<'_> {
+        ChainIter {
+            chain: self,
+            front: 0,
+            back: self.segments.count(),
+        }
     }
 
     /// Append a packet (an empty one is dropped).
@@ -261,32 +264,21 @@ impl PacketChain {
         Some(packet)
     }
 
-    /// All bytes, copied into one vector.
-    pub fn to_vec(&self) -> Vec<u8> {
-        crate::ByteSegments::to_vec(self)
-    }
-
     /// Drop every segment.
     pub fn clear(&mut self) {
         *self = PacketChain::new();
     }
 
-    /// Take the first `at` bytes out as a chain of their own (sharing, never copying). Panics if
-    /// `at > len`.
-    #[must_use = "the bytes split off are dropped with the result"]
+    /// Take the first `at` bytes out as a chain of their own (sharing, never copying).
+    ///
+    /// # Panics
+    ///
+    /// If `at > len`, with a message naming both.
+    #[track_caller]
+    #[must_use = "consider Buf::advance to drop the first bytes"]
     pub fn split_to(&mut self, at: usize) -> PacketChain {
-        self.try_split_to(at).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// As [`split_to`](Self::split_to), or [`Error::OutOfRange`] if `at > len`.
-    pub fn try_split_to(&mut self, at: usize) -> Result<PacketChain, Error> {
-        if at > self.len {
-            return Err(Error::OutOfRange {
-                operation: "split_to",
-                start: 0,
-                end: at,
-                len: self.len,
-            });
+        if let Err(e) = super::check_at(Operation::SplitTo, at, self.len) {
+            panic!("{e}");
         }
         let mut head = PacketChain::new();
         while head.len < at {
@@ -300,14 +292,14 @@ impl PacketChain {
                 self.len -= want;
             }
         }
-        Ok(head)
+        head
     }
 
     /// The bytes as one packet: the segment itself when there is one, else a copy into a pooled
     /// buffer of the global pool.
     #[cfg(not(packetpipe_loom))]
-    pub fn to_packet(&self) -> Result<Packet, Error> {
-        match self.segment_count() {
+    pub fn to_packet(&self) -> Result<Packet, crate::Error> {
+        match self.segments.count() {
             0 => Ok(Packet::new()),
             1 => Ok(self.segments.get(0).expect("one segment").clone()),
             _ => {
@@ -315,7 +307,7 @@ impl PacketChain {
                 for segment in self.iter() {
                     buf.extend_from_slice(segment)?;
                 }
-                Ok(buf.freeze().into())
+                Ok(buf.freeze())
             }
         }
     }
@@ -349,7 +341,7 @@ impl fmt::Debug for PacketChain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PacketChain")
             .field("len", &self.len)
-            .field("segments", &self.segment_count())
+            .field("segments", &self.segments.count())
             .finish()
     }
 }
@@ -389,5 +381,106 @@ impl Buf for PacketChain {
             n += 1;
         }
         n
+    }
+}
+
+/// Equal when the bytes are, however they are split into segments.
+///
+/// ```
+/// use packetpipe::{Packet, PacketChain};
+///
+/// let a: PacketChain = [&b"hel"[..], &b"lo, world"[..]].into_iter().map(Packet::from).collect();
+/// let b: PacketChain = [&b"hello,"[..], &b" "[..], &b"world"[..]].into_iter().map(Packet::from).collect();
+/// assert_eq!(a, b);
+/// let c: PacketChain = [&b"hello, worle"[..]].into_iter().map(Packet::from).collect();
+/// assert_ne!(a, c);
+/// assert_ne!(a, PacketChain::new());
+/// assert_eq!(PacketChain::new(), PacketChain::default());
+/// ```
+impl PartialEq for PacketChain {
+    fn eq(&self, other: &PacketChain) -> bool {
+        if self.len != other.len {
+            return false;
+        }
+        let (mut a, mut b) = (
+            self.iter().map(Packet::as_slice),
+            other.iter().map(Packet::as_slice),
+        );
+        let (mut x, mut y): (&[u8], &[u8]) = (&[], &[]);
+        loop {
+            if x.is_empty() {
+                match a.next() {
+                    Some(next) => x = next,
+                    None => return true, // equal lengths: `b` is used up too
+                }
+            }
+            if y.is_empty() {
+                y = b.next().expect("equal lengths");
+            }
+            let n = x.len().min(y.len());
+            if x[..n] != y[..n] {
+                return false;
+            }
+            (x, y) = (&x[n..], &y[n..]);
+        }
+    }
+}
+
+impl Eq for PacketChain {}
+
+/// The segments of a [`PacketChain`], front to back ([`PacketChain::iter`]).
+#[derive(Clone, Debug)]
+pub struct ChainIter<'a> {
+    chain: &'a PacketChain,
+    front: usize,
+    back: usize,
+}
+
+impl<'a> Iterator for ChainIter<'a> {
+    type Item = &'a Packet;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a Packet> {
+        if self.front == self.back {
+            return None;
+        }
+        let packet = self.chain.segments.get(self.front);
+        self.front += 1;
+        packet
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for ChainIter<'_> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front == self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.chain.segments.get(self.back)
+    }
+}
+
+impl ExactSizeIterator for ChainIter<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.back - self.front
+    }
+}
+
+impl std::iter::FusedIterator for ChainIter<'_> {}
+
+impl<'a> IntoIterator for &'a PacketChain {
+    type Item = &'a Packet;
+    type IntoIter = ChainIter<'a>;
+
+    fn into_iter(self) -> ChainIter<'a> {
+        self.iter()
     }
 }

@@ -33,7 +33,11 @@ fn big_segment_pipe(pool: &Pool) -> (PipeWriter, PipeReader) {
 }
 
 fn pool() -> Pool {
-    Pool::builder().max_class_size(1 << 20).build().unwrap()
+    Pool::with_options(crate::PoolOptions {
+        max_class_size: 1 << 20,
+        ..crate::PoolOptions::default()
+    })
+    .unwrap()
 }
 
 /// Write `bytes` as one receive would: into the writer's (large) buffer, then flush.

@@ -437,7 +437,7 @@ impl Consumer {
             self.last_grown = 0;
             self.last_final = false;
             // SAFETY: `next` is published (the bytes counted in `new` cover it): the consumer's.
-            let len = unsafe { (*next).packet.with(|p| (*p).len()) } as u64;
+            let len = unsafe { (*next).packet.with(|p| (*p).byte_count()) } as u64;
             debug_assert!(len <= new, "a node of {len} bytes with {new} published");
             new -= len;
             if self.closed {
@@ -461,7 +461,7 @@ impl Consumer {
         // SAFETY: called only when the dummy has a published successor (`front_is` held).
         unsafe {
             let node = (*self.dummy).next.load(Ordering::Acquire);
-            (*node).packet.with(|p| (*p).len())
+            (*node).packet.with(|p| (*p).byte_count())
         }
     }
 

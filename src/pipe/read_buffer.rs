@@ -121,7 +121,8 @@ impl<'a> ReadBuffer<'a> {
     #[must_use]
     #[track_caller]
     pub fn slice(&self, range: impl RangeBounds<usize>) -> ReadBuffer<'a> {
-        let range = check_range("slice", range, self.len).unwrap_or_else(|e| panic!("{e}"));
+        let range = check_range(crate::error::Operation::Slice, range, self.len)
+            .unwrap_or_else(|e| panic!("{e}"));
         ReadBuffer {
             queue: self.queue,
             start: self.start + range.start,
@@ -158,7 +159,7 @@ impl ByteSegments for ReadBuffer<'_> {
         self.chunks()
     }
 
-    fn byte_len(&self) -> usize {
+    fn len(&self) -> usize {
         self.len
     }
 }
@@ -282,7 +283,7 @@ impl ByteSegments for ReadCursor<'_> {
             .chain(self.rest.clone())
     }
 
-    fn byte_len(&self) -> usize {
+    fn len(&self) -> usize {
         self.remaining
     }
 }

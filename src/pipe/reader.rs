@@ -737,7 +737,7 @@ impl PipeReader {
                         let bytes = &front[skip..total];
                         self.copies.copy(&self.pool, n, std::iter::once(bytes))?
                     } else {
-                        Packet::from(self.pool.copy_from_slice(&front[skip..total])?)
+                        Packet::from(self.pool.copy_owned(&front[skip..total])?)
                     };
                     self.queue.consume_in_front(total as u64);
                     frame
@@ -829,7 +829,7 @@ impl PipeReader {
     /// Whether the `n > 0` bytes after the first `skip` lie in pooled segments of one block, each
     /// starting where the one before ends (so one window can cover them).
     fn in_one_block(&self, mut skip: usize, mut n: usize) -> bool {
-        let mut previous: Option<&crate::OwnedPacket> = None;
+        let mut previous: Option<&crate::packet::OwnedPacket> = None;
         for packet in self.queue.packets() {
             if skip >= packet.len() {
                 skip -= packet.len();

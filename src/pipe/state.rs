@@ -111,7 +111,7 @@ impl PipeState {
             .clone()
             .expect("FAILED is set after the error");
         Error::Peer {
-            side: "writer",
+            side: crate::error::Side::Writer,
             source,
         }
     }
@@ -121,7 +121,7 @@ impl PipeState {
             .clone()
             .expect("FAILED is set after the error");
         Error::Peer {
-            side: "reader",
+            side: crate::error::Side::Reader,
             source,
         }
     }

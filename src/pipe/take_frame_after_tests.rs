@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::{pipe_with, FlushResult, PipeOptions, PipeReader, PipeWriter};
 use crate::segments::ByteSegments;
-use crate::{Error, OwnedPacket, Pool};
+use crate::{Error, Packet, Pool};
 
 struct NoopWake;
 
@@ -25,7 +25,7 @@ fn flush_now(writer: &mut PipeWriter) -> FlushResult {
     }
 }
 
-fn pooled(pool: &Pool, data: &[u8]) -> OwnedPacket {
+fn pooled(pool: &Pool, data: &[u8]) -> Packet {
     pool.copy_from_slice(data).unwrap()
 }
 
@@ -72,7 +72,7 @@ fn take_frame_after_skips_a_header_then_copies_small_and_shares_large() {
     let small = reader.take_frame_after(4, 100).unwrap();
     assert_eq!(&small[..], &data[4..104]);
     assert_ne!(small.as_ptr(), start.wrapping_add(4), "copied");
-    let small_block = small.as_owned().unwrap().headroom() + small.len();
+    let small_block = small.headroom() + small.len();
     assert!(small_block <= pool.class_size_for(100).unwrap());
     assert_eq!(reader.last_read().unwrap().buffer.len(), 896);
 

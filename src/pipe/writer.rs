@@ -151,7 +151,7 @@ impl PipeWriter {
     ///
     /// The space is never uninitialized memory, but it is not cleared either: it holds whatever
     /// the block held before (zeros, or an earlier renter's bytes, unless the pool was built with
-    /// [`clear_on_return`](crate::PoolBuilder::clear_on_return)). Commit only bytes you wrote.
+    /// [`clear_on_return`](crate::PoolOptions::clear_on_return)). Commit only bytes you wrote.
     ///
     /// ```
     /// use packetpipe::ByteSegments;
@@ -535,7 +535,9 @@ impl PipeWriter {
                     return Poll::Ready(Err(self.reader_gone()));
                 }
                 if result.is_canceled {
-                    return Poll::Ready(Err(Error::Canceled { operation: "flush" }));
+                    return Poll::Ready(Err(Error::Canceled {
+                        operation: crate::error::Operation::Flush,
+                    }));
                 }
             }
             let room = self.write_room();

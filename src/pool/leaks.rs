@@ -1,4 +1,4 @@
-//! Leak tracking ([`PoolBuilder::track_leaks`](super::PoolBuilder::track_leaks)): for each block
+//! Leak tracking ([`PoolOptions::track_leaks`](super::PoolOptions::track_leaks)): for each block
 //! a pool has out, where it was rented, where it was last sealed, sliced or taken, and since when,
 //! in a side table of the pool's shared state (Netty's `ResourceLeakDetector` in its paranoid
 //! level: every block, every time).
@@ -23,8 +23,8 @@ pub enum BlockUse {
     /// Written bytes sealed into a packet ([`PacketBuf::seal`](crate::PacketBuf::seal),
     /// [`freeze`](crate::PacketBuf::freeze)).
     Sealed,
-    /// A packet of it sliced or split ([`OwnedPacket::slice`](crate::OwnedPacket::slice),
-    /// `split_to`, `split_off`, and the same on [`Packet`](crate::Packet)).
+    /// A packet of it sliced or split ([`Packet::slice`](crate::Packet::slice), `split_to`,
+    /// `split_off`).
     Sliced,
     /// Taken out of a pipe as a frame, sharing the block
     /// ([`PipeReader::take_frame`](crate::pipe::PipeReader::take_frame) and its kin; a frame
@@ -62,42 +62,35 @@ pub struct OutstandingBlock {
 /// ([`Pool::leak_report`](crate::Pool::leak_report)). Its `Display` is one line per block.
 ///
 /// ```
-/// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
+/// use packetpipe::{Pool, PoolOptions};
+///
+/// let pool = Pool::with_options(PoolOptions { track_leaks: true, ..PoolOptions::default() })?;
 /// let rent_line = line!() + 1;
 /// let packet = pool.copy_from_slice(b"never dropped")?;
 /// std::mem::forget(packet); // the leak
 ///
 /// let report = pool.leak_report();
-/// assert_eq!(report.blocks().len(), 1);
-/// let block = &report.blocks()[0];
+/// assert!(report.tracking);
+/// assert_eq!(report.blocks.len(), 1);
+/// let block = &report.blocks[0];
 /// assert_eq!((block.rented_at.file(), block.rented_at.line()), (file!(), rent_line));
 /// assert!(report.to_string().starts_with("1 block of the pool outstanding (64 bytes):\n  64 bytes, rented"));
 /// # Ok::<(), packetpipe::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeakReport {
-    tracking: bool,
-    blocks: Vec<OutstandingBlock>,
-}
-
-impl LeakReport {
-    /// Whether the pool tracks its blocks ([`PoolBuilder::track_leaks`](super::PoolBuilder::track_leaks));
+    /// Whether the pool tracks its blocks ([`PoolOptions::track_leaks`](super::PoolOptions::track_leaks));
     /// when not, the report is empty.
-    pub fn is_tracking(&self) -> bool {
-        self.tracking
-    }
-
+    pub tracking: bool,
     /// The blocks out, oldest first.
-    pub fn blocks(&self) -> &[OutstandingBlock] {
-        &self.blocks
-    }
+    pub blocks: Vec<OutstandingBlock>,
 }
 
 impl fmt::Display for LeakReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !self.tracking {
             return f.write_str(
-                "leak tracking is off for this pool (PoolBuilder::track_leaks(true) turns it on)\n",
+                "leak tracking is off for this pool (PoolOptions::track_leaks turns it on)\n",
             );
         }
         let bytes: usize = self.blocks.iter().map(|b| b.capacity).sum();

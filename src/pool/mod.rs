@@ -2,6 +2,8 @@
 //! [`Pool`]): `thread_cache.rs` holds a thread's magazines, `shared.rs` the depot they exchange
 //! with, `stats.rs` the counters, `leaks.rs` the optional record of where blocks went.
 
+#[cfg(all(test, not(packetpipe_loom)))]
+mod eviction_tests;
 mod leaks;
 mod shared;
 mod stats;
@@ -33,11 +35,11 @@ use stats::bump_shared;
 /// ```
 /// use packetpipe::Pool;
 ///
-/// let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+/// let pool = Pool::new();
 /// let mut buf = pool.rent(1500).unwrap();
 /// assert_eq!(buf.capacity(), 1536); // rounded up to the class size: 1.5 KiB
 /// buf.extend_from_slice(b"hello").unwrap();
-/// let packet = buf.seal(); // an OwnedPacket; the buffer's tail stays writable
+/// let packet = buf.seal(); // a Packet sharing the block; the buffer's tail stays writable
 /// assert_eq!(&packet[..], b"hello");
 /// drop((buf, packet));
 /// assert_eq!(pool.stats().outstanding, 0);
@@ -55,8 +57,33 @@ use stats::bump_shared;
 /// # Leaks
 ///
 /// Leaks show in [`PoolStats::outstanding`]; to find them, a pool built with
-/// [`PoolBuilder::track_leaks`] records where each block was rented and last sealed, sliced or
+/// [`PoolOptions::track_leaks`] records where each block was rented and last sealed, sliced or
 /// taken, and [`Pool::leak_report`] lists the blocks out with those sites and their age.
+///
+/// # Idle eviction
+///
+/// Blocks returned by the threads gather in the shared depot, up to
+/// [`PoolOptions::max_retained_bytes`] (64 MiB by default), so that the next burst rents them
+/// again instead of allocating. A pool frees the depot blocks that have waited unused for
+/// [`PoolOptions::idle_eviction`] (5 s by default) by itself, on its slow paths: each magazine
+/// that goes into the depot frees the idle blocks of its own size class. So the classes a server
+/// keeps using hold no more than their recent peak for long, with no timer and no cost on the
+/// fast paths.
+///
+/// What nothing frees by itself is the depot of a class no thread returns blocks of any more (the
+/// large blocks of a burst of large requests that ended), and every class once the load **stops**:
+/// no return runs, so those blocks stay (within `max_retained_bytes`, plus what each thread
+/// caches, [`PoolOptions::max_thread_cache_bytes`]) until the pool is used again or closes.
+/// Freeing them needs a clock, and the pool starts no thread of its own. So:
+///
+/// - a server that must give that memory back while its load is gone (long quiet periods between
+///   bursts, an attack that ended, a container with a memory limit) calls [`Pool::evict_idle`]
+///   from a timer of its own, about once a second, for each pool it uses (the RESP example does,
+///   on the global pool); a call takes each size class's depot lock briefly and frees only what
+///   has been idle for the idle time;
+/// - a server that can afford to keep up to `max_retained_bytes` resident after a burst (or
+///   lowers that bound instead) needs no timer; nor does one that calls [`Pool::trim`] at a
+///   moment it knows is quiet.
 ///
 /// # Closing
 ///
@@ -64,29 +91,17 @@ use stats::bump_shared;
 /// cache at once, and stops caching. Every other thread that cached blocks of the pool frees them
 /// (and lets go of the pool's shared state) at its next return on any pool or its next rent that
 /// refills a magazine (a thread that only rents does so at least once per magazine), or when it
-/// exits; a [`PoolMonitor`] shows what is still held meanwhile. Blocks still referenced by
-/// packets stay valid and are freed when their last packet drops.
+/// exits. Blocks still referenced by packets stay valid and are freed when their last packet
+/// drops.
 ///
 /// ```
 /// use packetpipe::Pool;
 ///
 /// let pool = Pool::new();
-/// let monitor = pool.monitor();
 /// let packet = pool.copy_from_slice(b"outlives the pool").unwrap();
-/// std::thread::spawn({
-///     let pool = pool.clone();
-///     move || drop(pool.copy_from_slice(b"cached by this thread, freed when it exits"))
-/// })
-/// .join()
-/// .unwrap();
 /// drop(pool); // the last handle: the pool closes
-/// let stats = monitor.stats();
-/// assert!(stats.closed);
-/// assert_eq!((stats.outstanding, stats.retained_bytes), (1, 0)); // only the live packet
+/// assert_eq!(&packet[..], b"outlives the pool");
 /// drop(packet); // freed, not cached
-/// let stats = monitor.stats();
-/// assert_eq!(stats.outstanding, 0);
-/// assert_eq!(stats.frees, stats.fresh_allocations);
 /// ```
 #[derive(Clone)]
 pub struct Pool {
@@ -132,16 +147,9 @@ impl Default for Pool {
 }
 
 impl Pool {
-    /// A new pool with the default settings (see [`PoolBuilder`]).
+    /// A new pool with the default settings (see [`PoolOptions`]).
     pub fn new() -> Pool {
-        PoolBuilder::default()
-            .build()
-            .expect("default pool settings are valid")
-    }
-
-    /// Start configuring a pool.
-    pub fn builder() -> PoolBuilder {
-        PoolBuilder::default()
+        Pool::with_options(PoolOptions::default()).expect("default pool settings are valid")
     }
 
     /// The process-wide pool used when no other is given.
@@ -204,14 +212,15 @@ impl Pool {
 
     /// The blocks this pool has out, oldest first, each with where it was rented, where it was
     /// last sealed, sliced or taken, and its age; for a pool built with
-    /// [`track_leaks`](PoolBuilder::track_leaks) (empty otherwise: see
-    /// [`LeakReport::is_tracking`]). [`PoolMonitor::leak_report`] gives the same after the pool
-    /// closed.
+    /// [`track_leaks`](PoolOptions::track_leaks) (empty otherwise: see
+    /// [`LeakReport::tracking`]).
     ///
     /// ```
     /// use packetpipe::BlockUse;
     ///
-    /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
+    /// use packetpipe::{Pool, PoolOptions};
+    ///
+    /// let pool = Pool::with_options(PoolOptions { track_leaks: true, ..PoolOptions::default() })?;
     /// let mut buf = pool.rent(100)?;
     /// buf.extend_from_slice(b"header:body")?;
     /// let sealed_line = line!() + 1;
@@ -220,7 +229,7 @@ impl Pool {
     /// std::mem::forget(packet); // leaked: the block never goes home
     ///
     /// let report = pool.leak_report();
-    /// let block = &report.blocks()[0];
+    /// let block = &report.blocks[0];
     /// let (use_, at) = block.last_use.unwrap();
     /// assert_eq!((use_, at.line()), (BlockUse::Sealed, sealed_line));
     /// assert_eq!(pool.stats().outstanding, 1);
@@ -231,14 +240,6 @@ impl Pool {
         self.shared.leak_report()
     }
 
-    /// A handle that reads this pool's statistics without keeping the pool open (see
-    /// [`PoolMonitor`]).
-    pub fn monitor(&self) -> PoolMonitor {
-        PoolMonitor {
-            shared: self.shared.clone(),
-        }
-    }
-
     /// Free the blocks held in the shared depot and in the calling thread's cache; returns the
     /// payload bytes freed. Other threads' caches (bounded by the cache settings) are untouched:
     /// they are flushed to the depot when those threads exit.
@@ -246,131 +247,92 @@ impl Pool {
         self.shared.drain_depots() + thread_cache::trim(&self.shared)
     }
 
-    /// Idle eviction: free the depot's blocks that have waited unused for at least the pool's
-    /// idle time ([`PoolBuilder::idle_eviction`]); returns the payload bytes freed. A pool in use
-    /// does this by itself on its slow paths; one whose load stopped runs none, so an
-    /// application that wants memory back after a burst calls this from a timer (every second,
-    /// say). Threads' own caches are not touched (each is bounded by
-    /// [`PoolBuilder::max_thread_cache_bytes`]; [`trim`](Self::trim) frees the calling thread's).
-    /// [`PoolStats::evictions`] and [`PoolStats::evicted_bytes`] count what went back.
+    /// Free the depot's blocks that have waited unused for at least the pool's idle time
+    /// ([`PoolOptions::idle_eviction`]); returns the payload bytes freed. Threads' own caches are
+    /// not touched (each is bounded by [`PoolOptions::max_thread_cache_bytes`]; [`trim`](Self::trim)
+    /// frees the calling thread's). [`PoolStats::evictions`] and [`PoolStats::evicted_bytes`]
+    /// count what went back. See [idle eviction](Pool#idle-eviction) for whether to call it.
     pub fn evict_idle(&self) -> usize {
-        self.evict_idle_at(std::time::Instant::now())
+        self.shared.evict_idle(std::time::Instant::now())
     }
 
-    /// [`evict_idle`](Self::evict_idle) as if the time were `now`: tests and simulations move
-    /// the clock instead of sleeping.
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    ///
-    /// let pool = packetpipe::Pool::builder()
-    ///     .max_thread_cache_bytes(0) // every return goes to the depot
-    ///     .idle_eviction(Some(Duration::from_secs(5)))
-    ///     .build()?;
-    /// drop(pool.rent(64 * 1024)?);
-    /// let start = Instant::now();
-    /// assert_eq!(pool.evict_idle_at(start), 0); // just returned: kept for reuse
-    /// assert_eq!(pool.evict_idle_at(start + Duration::from_secs(6)), 64 * 1024);
-    /// let stats = pool.stats();
-    /// assert_eq!((stats.evictions, stats.evicted_bytes, stats.retained_bytes), (1, 64 * 1024, 0));
-    /// # Ok::<(), packetpipe::Error>(())
-    /// ```
-    pub fn evict_idle_at(&self, now: std::time::Instant) -> usize {
-        self.shared.evict_idle(now)
-    }
-
-    /// The size of the smallest pooled block.
-    pub fn min_class_size(&self) -> usize {
-        1 << self.shared.config.min_shift
-    }
-
-    /// The size of the largest pooled block; larger requests are plain allocations.
-    pub fn max_class_size(&self) -> usize {
-        1 << self.shared.config.max_shift
-    }
-
-    /// The capacity a request of `size` bytes gets, or `None` if it is not pooled.
-    pub fn class_size_for(&self, size: usize) -> Option<usize> {
+    /// The capacity a request of `size` bytes gets, or `None` if it is not pooled (the pipe
+    /// writer's choice of block size).
+    pub(crate) fn class_size_for(&self, size: usize) -> Option<usize> {
         let config = &self.shared.config;
         config
             .class_of(size.max(1))
             .map(|class| config.class_size(class))
     }
+
+    /// [`evict_idle`](Self::evict_idle) as if the time were `now`: the crate's tests move the
+    /// clock instead of sleeping.
+    #[cfg(all(test, not(packetpipe_loom)))]
+    pub(crate) fn evict_idle_at(&self, now: std::time::Instant) -> usize {
+        self.shared.evict_idle(now)
+    }
 }
 
-/// Reads a pool's statistics, before and after the pool closes, without keeping it open.
-///
-/// A metrics exporter or a test holds one to see what a pool still holds once its last [`Pool`]
-/// handle is gone: blocks in live packets (`outstanding`), blocks cached by threads that have not
-/// touched any pool since the close (`retained_bytes`, [`thread_caches`](Self::thread_caches)).
-/// It keeps only the pool's small shared bookkeeping alive, no block.
-///
-/// ```
-/// use packetpipe::Pool;
-///
-/// let pool = Pool::new();
-/// let monitor = pool.monitor();
-/// drop(pool.copy_from_slice(b"abc").unwrap());
-/// assert_eq!(monitor.stats().retained_bytes, 64); // cached by this thread
-/// drop(pool);
-/// let stats = monitor.stats();
-/// assert!(stats.closed);
-/// assert_eq!(stats.retained_bytes, 0); // this thread's cache was freed by the close
-/// assert_eq!(monitor.thread_caches(), 0);
-/// ```
+/// Reads a pool's statistics before and after it closes, without keeping it open: a probe for the
+/// close protocol's tests and loom model, which must see what a pool still holds once its last
+/// [`Pool`] handle is gone. Not part of the API (hidden; no inherent method: [`PoolProbe`]).
+#[doc(hidden)]
 #[derive(Clone)]
 pub struct PoolMonitor {
     shared: Arc<PoolShared>,
 }
 
-impl PoolMonitor {
-    /// A snapshot of the pool's counters (as [`Pool::stats`]).
-    pub fn stats(&self) -> PoolStats {
+impl std::fmt::Debug for PoolMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolMonitor")
+            .field("stats", &self.shared.stats())
+            .finish()
+    }
+}
+
+/// The close protocol's probes ([`PoolMonitor`]), for the crate's tests and loom models: not
+/// part of the API (hidden).
+#[doc(hidden)]
+pub trait PoolProbe {
+    /// A handle that reads the pool's statistics without keeping it open.
+    fn monitor(&self) -> PoolMonitor;
+    /// A snapshot of the pool's counters, also once it closed.
+    fn stats(&self) -> PoolStats;
+    /// The blocks the pool has out, also once it closed.
+    fn leak_report(&self) -> LeakReport;
+    /// Live threads holding a cache for the pool.
+    fn thread_caches(&self) -> usize;
+}
+
+impl PoolProbe for Pool {
+    fn monitor(&self) -> PoolMonitor {
+        PoolMonitor {
+            shared: self.shared.clone(),
+        }
+    }
+    fn stats(&self) -> PoolStats {
         self.shared.stats()
     }
-
-    /// The blocks the pool has out (as [`Pool::leak_report`]), also once it closed: what is left
-    /// then is what was never dropped.
-    ///
-    /// ```
-    /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
-    /// let monitor = pool.monitor();
-    /// let kept = pool.copy_from_slice(b"kept")?;
-    /// let rent_line = line!() + 1;
-    /// std::mem::forget(pool.copy_from_slice(b"forgotten")?);
-    /// drop((pool, kept)); // the pool closes; `kept`'s block is freed
-    /// let report = monitor.leak_report();
-    /// assert_eq!(report.blocks().len(), 1); // the forgotten one, with its rent site
-    /// assert_eq!(report.blocks()[0].rented_at.line(), rent_line);
-    /// # Ok::<(), packetpipe::Error>(())
-    /// ```
-    pub fn leak_report(&self) -> LeakReport {
+    fn leak_report(&self) -> LeakReport {
         self.shared.leak_report()
     }
-
-    /// Live threads holding a cache for this pool. Each caches up to two magazines per class,
-    /// within [`PoolBuilder::max_thread_cache_bytes`] (counted in `retained_bytes`), and keeps the
-    /// pool's shared state alive; after the pool
-    /// closed, a thread drops its cache at its next return on any pool or its next rent that
-    /// refills a magazine, or when it exits.
-    ///
-    /// ```
-    /// let pool = packetpipe::Pool::new();
-    /// let monitor = pool.monitor();
-    /// assert_eq!(monitor.thread_caches(), 0);
-    /// drop(pool.rent(10).unwrap());
-    /// assert_eq!(monitor.thread_caches(), 1); // this thread's
-    /// ```
-    pub fn thread_caches(&self) -> usize {
+    fn thread_caches(&self) -> usize {
         self.shared.thread_caches()
     }
 }
 
-impl std::fmt::Debug for PoolMonitor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PoolMonitor")
-            .field("stats", &self.stats())
-            .finish()
+impl PoolProbe for PoolMonitor {
+    fn monitor(&self) -> PoolMonitor {
+        self.clone()
+    }
+    fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+    fn leak_report(&self) -> LeakReport {
+        self.shared.leak_report()
+    }
+    fn thread_caches(&self) -> usize {
+        self.shared.thread_caches()
     }
 }
 
@@ -420,144 +382,66 @@ pub(crate) fn recycle(block: FreeBlock) {
     thread_cache::recycle(block);
 }
 
-/// Settings for a [`Pool`].
+/// Settings for a [`Pool`] ([`Pool::with_options`]): plain data with a [`Default`], so a
+/// configuration names only what it changes.
 ///
 /// ```
-/// let pool = packetpipe::Pool::builder()
-///     .min_class_size(256)
-///     .max_class_size(256 * 1024)
-///     .thread_cache_depth(16)
-///     .max_retained_bytes(8 << 20)
-///     .max_thread_cache_bytes(2 << 20)
-///     .clear_on_return(true)
-///     .build()
-///     .unwrap();
-/// assert_eq!(pool.class_size_for(10), Some(256));
-/// assert_eq!(pool.class_size_for(300 * 1024), None);
+/// use packetpipe::{Pool, PoolOptions};
+///
+/// let pool = Pool::with_options(PoolOptions {
+///     min_class_size: 256,
+///     max_class_size: 256 * 1024,
+///     max_retained_bytes: 8 << 20,
+///     max_thread_cache_bytes: 2 << 20,
+///     clear_on_return: true,
+///     ..PoolOptions::default()
+/// })?;
+/// assert_eq!(pool.rent(10)?.capacity(), 256); // the smallest class
+/// assert_eq!(pool.rent(300 * 1024)?.capacity(), 300 * 1024); // above the largest: not pooled
+/// # Ok::<(), packetpipe::Error>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct PoolBuilder {
-    min_class: usize,
-    max_class: usize,
-    cache_depth: usize,
-    magazine_bytes: usize,
-    max_retained_bytes: usize,
-    max_thread_cache_bytes: usize,
-    clear_on_return: bool,
-    track_leaks: bool,
-    idle_after: Option<std::time::Duration>,
-    map_large_blocks: bool,
-}
-
-impl Default for PoolBuilder {
-    fn default() -> PoolBuilder {
-        PoolBuilder {
-            min_class: DEFAULT_MIN_CLASS,
-            max_class: 1 << 20,
-            cache_depth: 32,
-            magazine_bytes: 256 * 1024,
-            max_retained_bytes: 64 << 20,
-            max_thread_cache_bytes: DEFAULT_MAX_THREAD_CACHE_BYTES,
-            clear_on_return: false,
-            track_leaks: false,
-            idle_after: Some(DEFAULT_IDLE_EVICTION),
-            map_large_blocks: true,
-        }
-    }
-}
-
-/// Default idle time after which depot blocks are freed: long enough that a server's bursts a
-/// few seconds apart reuse their blocks, short enough that memory goes back within seconds of an
-/// attack's end (when the application calls `Pool::evict_idle` from a timer).
-const DEFAULT_IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measures both sides of this:
-/// in a warm single-thread loop, rent + return takes 3-4 ns at every size (about half
-/// of `Vec::with_capacity(64)` + drop at 64 B, so even there the pool is no slower than glibc's
-/// `malloc` + `free`); made on one thread and dropped on another (the pipe's pattern) a pooled
-/// packet costs a fraction of a `Vec`, with no page faults and no allocation per operation. The
-/// pool serves tiny sizes too.
-const DEFAULT_MIN_CLASS: usize = 64;
-
-/// Default bound on the bytes one thread caches for a pool: below the 6.5 MiB a thread could
-/// cache at most with power-of-two classes, where four classes per doubling would allow about
-/// 22 MiB (`PoolBuilder::max_thread_cache_bytes`); still 16 magazines of 256 KiB, so a thread
-/// working with a handful of sizes never evicts.
-const DEFAULT_MAX_THREAD_CACHE_BYTES: usize = 4 << 20;
-
-/// Largest class the builder accepts (1 GiB).
-const MAX_CLASS_LIMIT: usize = 1 << 30;
-
-impl PoolBuilder {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolOptions {
     /// Smallest block size (default 64 B); smaller requests get a block of this size. Rounded up
     /// to a power of two, at least 16 B.
-    pub fn min_class_size(mut self, bytes: usize) -> Self {
-        self.min_class = bytes;
-        self
-    }
-
+    pub min_class_size: usize,
     /// Largest pooled block size (default 1 MiB); larger requests are plain allocations, freed on
     /// return. Rounded up to a power of two, at most 1 GiB. The classes in between are the powers
     /// of two and three sizes between each two (see [size classes](Pool#size-classes)).
-    pub fn max_class_size(mut self, bytes: usize) -> Self {
-        self.max_class = bytes;
-        self
-    }
-
-    /// Blocks per thread-cache magazine for small classes (default 32). Each thread caches up to
-    /// two magazines per class, within [`max_thread_cache_bytes`](Self::max_thread_cache_bytes).
-    pub fn thread_cache_depth(mut self, blocks: usize) -> Self {
-        self.cache_depth = blocks;
-        self
-    }
-
-    /// Bytes per thread-cache magazine (default 256 KiB): large classes get fewer blocks per
-    /// magazine, at least one.
-    pub fn thread_cache_bytes(mut self, bytes: usize) -> Self {
-        self.magazine_bytes = bytes;
-        self
-    }
-
-    /// Bound on the bytes held by the shared depot (default 64 MiB); magazines beyond it are freed.
-    pub fn max_retained_bytes(mut self, bytes: usize) -> Self {
-        self.max_retained_bytes = bytes;
-        self
-    }
-
+    pub max_class_size: usize,
+    /// Bound on the bytes held by the shared depot (default 64 MiB); magazines beyond it are
+    /// freed.
+    pub max_retained_bytes: usize,
     /// Bound on the payload bytes one thread caches for this pool (default 4 MiB).
     ///
-    /// A thread's cache holds up to two magazines per size class (see
-    /// [`thread_cache_bytes`](Self::thread_cache_bytes)): with the default settings and all 57
-    /// classes in use, that would be about 22 MiB per thread. The cap is kept by the cache's slow
-    /// paths, so the fast rent and return cost nothing more: a class gets a loaded magazine only
-    /// once its full magazine's bytes fit under the cap, evicting (to the shared depot) the
-    /// magazines of other classes, oldest grant first, when needed; a full magazine is kept as the
-    /// class's spare only when its bytes fit too. So one thread never caches more than this many
-    /// bytes of the pool's blocks, exactly (`PoolStats::retained_bytes` counts them). A class
-    /// whose single magazine is larger than the cap is not cached by threads at all: its blocks
-    /// go through the depot (a lock per rent and return). 0 turns thread caching off.
+    /// A thread's cache holds up to two magazines (256 KiB of blocks, at most 32 of them) per size
+    /// class: with the default settings and all 57 classes in use, that would be about 22 MiB per
+    /// thread. The cap is kept by the cache's slow paths, so the fast rent and return cost nothing
+    /// more: a class gets a loaded magazine only once its full magazine's bytes fit under the cap,
+    /// evicting (to the shared depot) the magazines of other classes, oldest grant first, when
+    /// needed; a full magazine is kept as the class's spare only when its bytes fit too. So one
+    /// thread never caches more than this many bytes of the pool's blocks, exactly
+    /// ([`PoolStats::retained_bytes`] counts them). A class whose single magazine is larger than
+    /// the cap is not cached by threads at all: its blocks go through the depot (a lock per rent
+    /// and return). 0 turns thread caching off.
     ///
     /// ```
-    /// let pool = packetpipe::Pool::builder()
-    ///     .max_thread_cache_bytes(64 * 1024)
-    ///     .max_retained_bytes(0) // no depot: what is retained is what this thread caches
-    ///     .build()
-    ///     .unwrap();
+    /// use packetpipe::{Pool, PoolOptions};
+    ///
+    /// let pool = Pool::with_options(PoolOptions {
+    ///     max_thread_cache_bytes: 64 * 1024,
+    ///     max_retained_bytes: 0, // no depot: what is retained is what this thread caches
+    ///     ..PoolOptions::default()
+    /// })?;
     /// let held: Vec<_> = (0..100).map(|_| pool.rent(4096).unwrap()).collect();
     /// drop(held);
     /// assert!(pool.stats().retained_bytes <= 64 * 1024);
+    /// # Ok::<(), packetpipe::Error>(())
     /// ```
-    pub fn max_thread_cache_bytes(mut self, bytes: usize) -> Self {
-        self.max_thread_cache_bytes = bytes;
-        self
-    }
-
-    /// Zero every block when it is returned, so no data outlives its packets in memory.
-    pub fn clear_on_return(mut self, clear: bool) -> Self {
-        self.clear_on_return = clear;
-        self
-    }
-
+    pub max_thread_cache_bytes: usize,
+    /// Zero every block when it is returned, so no data outlives its packets in memory (default
+    /// off).
+    pub clear_on_return: bool,
     /// Track every block this pool rents (default off): where it was rented (the caller of
     /// `rent`, `copy_from_slice`, `take_frame`, a pipe writer's write), where it was last sealed,
     /// sliced or taken, and when, until it comes back; [`Pool::leak_report`] lists the blocks out.
@@ -571,9 +455,11 @@ impl PoolBuilder {
     /// seal, slice and take calls (`scripts/instructions.sh` measures the hot paths).
     ///
     /// ```
-    /// let pool = packetpipe::Pool::builder().track_leaks(true).build()?;
+    /// use packetpipe::{Pool, PoolOptions};
+    ///
+    /// let pool = Pool::with_options(PoolOptions { track_leaks: true, ..PoolOptions::default() })?;
     /// let (mut writer, mut reader) =
-    ///     packetpipe::pipe::pipe_with(packetpipe::pipe::PipeOptions { pool: Some(pool.clone()), ..Default::default() });
+    ///     packetpipe::pipe_with(packetpipe::PipeOptions { pool: Some(pool.clone()), ..Default::default() });
     /// writer.write_slice(&[1; 64])?;
     /// writer.flush_blocking()?;
     /// reader.read_blocking()?;
@@ -583,41 +469,80 @@ impl PoolBuilder {
     /// drop((writer, reader));
     ///
     /// let report = pool.leak_report();
-    /// assert_eq!(report.blocks().len(), 1);
-    /// assert_eq!(report.blocks()[0].rented_at.line(), take_line);
+    /// assert_eq!(report.blocks.len(), 1);
+    /// assert_eq!(report.blocks[0].rented_at.line(), take_line);
     /// # Ok::<(), packetpipe::Error>(())
     /// ```
-    pub fn track_leaks(mut self, track: bool) -> Self {
-        self.track_leaks = track;
-        self
-    }
-
+    pub track_leaks: bool,
     /// Free blocks that have waited in the shared depot unused for this long (default 5 s;
     /// `None` keeps them until [`Pool::trim`] or the pool closes), as ASP.NET Core's memory pool
     /// evicts idle blocks: once the load is gone, retained memory decays to what the threads'
-    /// caches hold ([`max_thread_cache_bytes`](Self::max_thread_cache_bytes) each). A magazine
-    /// going into the depot frees the idle ones of its class; [`Pool::evict_idle`] frees those
-    /// of every class.
-    pub fn idle_eviction(mut self, idle: Option<std::time::Duration>) -> Self {
-        self.idle_after = idle;
-        self
-    }
-
+    /// caches hold ([`max_thread_cache_bytes`](Self::max_thread_cache_bytes) each). See
+    /// [idle eviction](Pool#idle-eviction) for when it runs.
+    pub idle_eviction: Option<std::time::Duration>,
     /// Map blocks of 128 KiB and more on their own (`mmap`, default on; Unix, not under Miri),
     /// so that freeing one gives its pages back to the system at once and a fresh one costs no
     /// page until its bytes are written. Off: every block comes from the global allocator (a
     /// `#[global_allocator]` that must see every allocation, say); glibc's then serves later
     /// large blocks from its heap, whose freed pages stay resident (BENCHMARKS.md, "Memory under
     /// attack").
-    pub fn map_large_blocks(mut self, map: bool) -> Self {
-        self.map_large_blocks = map;
-        self
-    }
+    pub map_large_blocks: bool,
+    /// Blocks per thread-cache magazine for small classes (default 32): internal geometry, for
+    /// the crate's tests and models (a magazine of one block keeps a loom model small).
+    #[doc(hidden)]
+    pub thread_cache_depth: usize,
+    /// Bytes per thread-cache magazine (default 256 KiB; large classes get fewer blocks per
+    /// magazine, at least one): internal geometry, as `thread_cache_depth`.
+    #[doc(hidden)]
+    pub thread_cache_bytes: usize,
+}
 
-    /// Build the pool. Fails if the smallest class is larger than the largest.
-    pub fn build(self) -> Result<Pool, Error> {
+impl Default for PoolOptions {
+    fn default() -> PoolOptions {
+        PoolOptions {
+            min_class_size: DEFAULT_MIN_CLASS,
+            max_class_size: 1 << 20,
+            max_retained_bytes: 64 << 20,
+            max_thread_cache_bytes: DEFAULT_MAX_THREAD_CACHE_BYTES,
+            clear_on_return: false,
+            track_leaks: false,
+            idle_eviction: Some(DEFAULT_IDLE_EVICTION),
+            map_large_blocks: true,
+            thread_cache_depth: 32,
+            thread_cache_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// Default idle time after which depot blocks are freed: long enough that a server's bursts a
+/// few seconds apart reuse their blocks, short enough that memory goes back within seconds of an
+/// attack's end (when the application calls `Pool::evict_idle` from a timer, see `Pool`'s idle
+/// eviction).
+const DEFAULT_IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Smallest pooled class. BENCHMARKS.md (`buffer_cost`, `packet`) measures both sides of this:
+/// in a warm single-thread loop, rent + return takes 3-4 ns at every size (about half
+/// of `Vec::with_capacity(64)` + drop at 64 B, so even there the pool is no slower than glibc's
+/// `malloc` + `free`); made on one thread and dropped on another (the pipe's pattern) a pooled
+/// packet costs a fraction of a `Vec`, with no page faults and no allocation per operation. The
+/// pool serves tiny sizes too.
+const DEFAULT_MIN_CLASS: usize = 64;
+
+/// Default bound on the bytes one thread caches for a pool: below the 6.5 MiB a thread could
+/// cache at most with power-of-two classes, where four classes per doubling would allow about
+/// 22 MiB (`PoolOptions::max_thread_cache_bytes`); still 16 magazines of 256 KiB, so a thread
+/// working with a handful of sizes never evicts.
+const DEFAULT_MAX_THREAD_CACHE_BYTES: usize = 4 << 20;
+
+/// Largest class the builder accepts (1 GiB).
+const MAX_CLASS_LIMIT: usize = 1 << 30;
+
+impl Pool {
+    /// A new pool with `options`. Fails with [`Error::InvalidPoolConfig`] if the smallest class is
+    /// larger than the largest (after rounding).
+    pub fn with_options(options: PoolOptions) -> Result<Pool, Error> {
         let round = |n: usize| n.clamp(MIN_CLASS_SIZE, MAX_CLASS_LIMIT).next_power_of_two();
-        let (min_class, max_class) = (round(self.min_class), round(self.max_class));
+        let (min_class, max_class) = (round(options.min_class_size), round(options.max_class_size));
         if min_class > max_class {
             return Err(Error::InvalidPoolConfig {
                 min_class,
@@ -627,16 +552,20 @@ impl PoolBuilder {
         let mut config = Config::new(
             min_class.trailing_zeros(),
             max_class.trailing_zeros(),
-            self.cache_depth,
-            self.magazine_bytes,
-            self.max_retained_bytes,
-            self.max_thread_cache_bytes,
-            self.clear_on_return,
+            options.thread_cache_depth,
+            options.thread_cache_bytes,
+            options.max_retained_bytes,
+            options.max_thread_cache_bytes,
+            options.clear_on_return,
         );
-        if self.map_large_blocks {
+        if options.map_large_blocks {
             config.map_from = crate::block::MAPPED_FROM;
         }
-        let shared = Arc::new(PoolShared::new(config, self.track_leaks, self.idle_after));
+        let shared = Arc::new(PoolShared::new(
+            config,
+            options.track_leaks,
+            options.idle_eviction,
+        ));
         Ok(Pool {
             shared: shared.clone(),
             _handle: Arc::new(Handle { shared }),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{lock, Arc, CachePadded, Mutex};
 
-/// Settled configuration of a pool (see `PoolBuilder` for the meaning of each field).
+/// Settled configuration of a pool (see `PoolOptions` for the meaning of each field).
 ///
 /// Classes: the powers of two from `1 << min_shift` to `1 << max_shift` and, between each two,
 /// `(1 << SUB_CLASS_BITS) - 1` evenly spaced sizes.
@@ -421,7 +421,7 @@ impl PoolShared {
         slot
     }
 
-    /// Live threads holding a cache for this pool.
+    /// Live threads holding a cache for this pool (the close protocol's probe).
     pub(crate) fn thread_caches(&self) -> usize {
         lock(&self.slots)
             .iter()

@@ -48,18 +48,18 @@ pub struct PoolStats {
     /// returned, pooled and unpooled: the memory live packets and buffers hold. Compare it with
     /// the bytes they carry to see how well blocks are filled.
     pub outstanding_bytes: u64,
-    /// Payload bytes of free blocks held by the pool (shared depot plus thread caches). After the
-    /// pool closed: bytes still cached by threads that have not returned a block to any pool since
-    /// (they free them at their next return, or rent that refills a magazine, or when they exit).
+    /// Payload bytes of free blocks held by the pool (shared depot plus thread caches).
     pub retained_bytes: u64,
     /// Blocks freed by idle eviction (depot magazines unused for the pool's idle time, see
-    /// [`PoolBuilder::idle_eviction`](crate::PoolBuilder::idle_eviction)); counted in
+    /// [`PoolOptions::idle_eviction`](crate::PoolOptions::idle_eviction)); counted in
     /// `frees` too.
     pub evictions: u64,
     /// Payload bytes of the blocks freed by idle eviction: memory given back once the load went.
     pub evicted_bytes: u64,
-    /// Whether the last [`Pool`](crate::Pool) handle was dropped (seen through a
-    /// [`PoolMonitor`](crate::PoolMonitor)).
+    /// Whether the last [`Pool`](crate::Pool) handle was dropped: always `false` in a snapshot
+    /// taken through a `Pool` (a handle keeps the pool open), so not part of the API (hidden); the
+    /// close protocol's probe reads it.
+    #[doc(hidden)]
     pub closed: bool,
 }
 

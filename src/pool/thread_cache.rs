@@ -5,7 +5,7 @@
 //! magazine and returns into it; when `loaded` runs empty (or full) it swaps with `spare` before
 //! touching the depot, so a thread bouncing around a boundary does not hit the lock every time.
 //!
-//! The byte cap (`PoolBuilder::max_thread_cache_bytes`) is kept by the slow paths alone: a class
+//! The byte cap (`PoolOptions::max_thread_cache_bytes`) is kept by the slow paths alone: a class
 //! fills a loaded magazine only once it holds a grant of its full magazine's bytes, and a spare is
 //! kept only if its bytes fit as well; making room evicts other classes' magazines to the depot
 //! (`ThreadCache::grant`, `reserve`, `evict`). The fast paths never see the cap: a class without a
@@ -23,7 +23,7 @@
 //! a handle), so the notice can only concern other pools' caches, and a thread that only rents
 //! leaves the fast path at least once per magazine (when it runs empty). A thread that never
 //! touches a pool again keeps its cache until it exits; `PoolStats::retained_bytes` and
-//! `PoolMonitor::thread_caches` show it. Blocks of a closed pool returned later are freed at once,
+//! the close protocol's probe (`PoolProbe::thread_caches`) show it. Blocks of a closed pool returned later are freed at once,
 //! without registering a cache.
 //!
 //! Why a flag per thread and not one global "close epoch" word: the hot path then reads only
@@ -89,7 +89,7 @@ pub(crate) struct ThreadCache {
     spares: Box<[FreeStack]>,
     /// This thread's close notice (a clone of `ThreadCaches::notice`), checked by the fast return.
     notice: CloseNotice,
-    /// The byte cap (`PoolBuilder::max_thread_cache_bytes`), kept by the slow paths alone: a class
+    /// The byte cap (`PoolOptions::max_thread_cache_bytes`), kept by the slow paths alone: a class
     /// may fill a loaded magazine only once it holds a *grant* of its full magazine's bytes, and a
     /// spare is kept only when its bytes fit too. `reserved` is the granted bytes plus the spares'
     /// bytes and never exceeds the cap; what the cache holds never exceeds `reserved`.

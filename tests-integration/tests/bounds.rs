@@ -2,7 +2,7 @@
 //! or bytes that must fit:
 //!
 //! - `slice`, `split_to`, `split_off` and `Buf::advance` panic (std's slice convention) with a
-//!   message naming the numbers; their `try_` forms return `Error::OutOfRange` with the same text.
+//!   message naming the numbers (the text of `Error::OutOfRange`).
 //! - `prepend`, `commit`, `extend_from_slice` and `copy_prefix_to` return an error.
 //!
 //! After an error or a caught panic the object is unchanged and still usable.
@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use packetpipe::{ByteSegments, Error, OwnedPacket, Packet, PacketChain, Pool};
+use packetpipe::{ByteSegments, Error, Operation, Packet, PacketChain, Pool};
 
 const DATA: &[u8] = b"hello";
 
@@ -30,7 +30,7 @@ fn panic_message<R>(f: impl FnOnce() -> R) -> String {
     }
 }
 
-fn out_of_range(operation: &'static str, start: usize, end: usize, len: usize) -> Error {
+fn out_of_range(operation: Operation, start: usize, end: usize, len: usize) -> Error {
     Error::OutOfRange {
         operation,
         start,
@@ -44,7 +44,7 @@ fn packets(pool: &Pool) -> Vec<(&'static str, Packet)> {
     let mut bytes_mut = BytesMut::with_capacity(64);
     bytes_mut.extend_from_slice(DATA);
     vec![
-        ("pooled", Packet::from(pool.copy_from_slice(DATA).unwrap())),
+        ("pooled", pool.copy_from_slice(DATA).unwrap()),
         (
             "pooled via Bytes",
             Packet::from(pool.copy_from_slice(DATA).unwrap().into_bytes()),
@@ -66,37 +66,37 @@ fn bad_ranges() -> Vec<(Range, Error, &'static str)> {
     vec![
         (
             (Included(2), Excluded(10)),
-            out_of_range("slice", 2, 10, 5),
+            out_of_range(Operation::Slice, 2, 10, 5),
             "slice: range 2..10 is out of bounds for length 5",
         ),
         (
             (Included(4), Excluded(2)),
-            out_of_range("slice", 4, 2, 5),
+            out_of_range(Operation::Slice, 4, 2, 5),
             "slice: range start 4 is greater than range end 2 (length 5)",
         ),
         (
             (Included(6), Unbounded),
-            out_of_range("slice", 6, 5, 5),
+            out_of_range(Operation::Slice, 6, 5, 5),
             "slice: range start 6 is greater than range end 5 (length 5)",
         ),
         (
             (Unbounded, Included(5)),
-            out_of_range("slice", 0, 6, 5),
+            out_of_range(Operation::Slice, 0, 6, 5),
             "slice: range 0..6 is out of bounds for length 5",
         ),
         (
             (Excluded(1), Included(9)),
-            out_of_range("slice", 2, 10, 5),
+            out_of_range(Operation::Slice, 2, 10, 5),
             "slice: range 2..10 is out of bounds for length 5",
         ),
         (
             (Excluded(5), Unbounded),
-            out_of_range("slice", 6, 5, 5),
+            out_of_range(Operation::Slice, 6, 5, 5),
             "slice: range start 6 is greater than range end 5 (length 5)",
         ),
         (
             (Included(usize::MAX), Excluded(usize::MAX)),
-            out_of_range("slice", usize::MAX, usize::MAX, 5),
+            out_of_range(Operation::Slice, usize::MAX, usize::MAX, 5),
             "slice: range 18446744073709551615..18446744073709551615 is out of bounds for length 5",
         ),
     ]
@@ -107,9 +107,8 @@ fn owned_packet_slice_out_of_range() {
     let pool = Pool::new();
     let packet = pool.copy_from_slice(DATA).unwrap();
     for (range, error, message) in bad_ranges() {
-        assert_eq!(packet.try_slice(range).unwrap_err(), error, "{range:?}");
         assert_eq!(error.to_string(), message);
-        assert_eq!(panic_message(|| packet.slice(range)), message);
+        assert_eq!(panic_message(|| packet.slice(range)), message, "{range:?}");
         assert_eq!(&packet[..], DATA);
     }
     // The edges are in range.
@@ -126,8 +125,8 @@ fn owned_packet_split_out_of_range() {
     let pool = Pool::new();
     let mut packet = pool.copy_from_slice(DATA).unwrap();
 
-    let err = packet.try_split_to(6).unwrap_err();
-    assert_eq!(err, out_of_range("split_to", 0, 6, 5));
+    let err = out_of_range(Operation::SplitTo, 0, 6, 5);
+    assert_eq!(panic_message(|| packet.split_to(6)), err.to_string());
     assert_eq!(
         err.to_string(),
         "split_to: range 0..6 is out of bounds for length 5"
@@ -138,8 +137,8 @@ fn owned_packet_split_out_of_range() {
     );
     assert_eq!(&packet[..], DATA);
 
-    let err = packet.try_split_off(6).unwrap_err();
-    assert_eq!(err, out_of_range("split_off", 0, 6, 5));
+    let err = out_of_range(Operation::SplitOff, 0, 6, 5);
+    assert_eq!(panic_message(|| packet.split_off(6)), err.to_string());
     assert_eq!(
         err.to_string(),
         "split_off: range 0..6 is out of bounds for length 5"
@@ -188,12 +187,12 @@ fn packet_slice_out_of_range_for_every_variant() {
     let pool = Pool::new();
     for (kind, packet) in packets(&pool) {
         for (range, error, message) in bad_ranges() {
+            assert_eq!(error.to_string(), message);
             assert_eq!(
-                packet.try_slice(range).unwrap_err(),
-                error,
+                panic_message(|| packet.slice(range)),
+                message,
                 "{kind} {range:?}"
             );
-            assert_eq!(panic_message(|| packet.slice(range)), message, "{kind}");
             assert_eq!(&packet[..], DATA, "{kind}");
         }
         assert_eq!(&packet.slice(1..=3)[..], b"ell", "{kind}");
@@ -206,8 +205,8 @@ fn packet_slice_out_of_range_for_every_variant() {
 fn packet_split_and_advance_out_of_range_for_every_variant() {
     let pool = Pool::new();
     for (kind, mut packet) in packets(&pool) {
-        let err = packet.try_split_to(6).unwrap_err();
-        assert_eq!(err, out_of_range("split_to", 0, 6, 5), "{kind}");
+        let err = out_of_range(Operation::SplitTo, 0, 6, 5);
+        assert_eq!(panic_message(|| packet.split_to(6)), err.to_string());
         assert_eq!(
             panic_message(|| packet.split_to(6)),
             "split_to: range 0..6 is out of bounds for length 5",
@@ -215,8 +214,8 @@ fn packet_split_and_advance_out_of_range_for_every_variant() {
         );
         assert_eq!(&packet[..], DATA, "{kind}");
 
-        let err = packet.try_split_off(9).unwrap_err();
-        assert_eq!(err, out_of_range("split_off", 0, 9, 5), "{kind}");
+        let err = out_of_range(Operation::SplitOff, 0, 9, 5);
+        assert_eq!(panic_message(|| packet.split_off(9)), err.to_string());
         assert_eq!(
             panic_message(|| packet.split_off(9)),
             "split_off: range 0..9 is out of bounds for length 5",
@@ -251,7 +250,7 @@ fn packet_split_and_advance_out_of_range_for_every_variant() {
 fn chain_split_advance_and_copy_out_of_range() {
     let pool = Pool::new();
     let mut chain: PacketChain = [
-        Packet::from(pool.copy_from_slice(b"abc").unwrap()),
+        pool.copy_from_slice(b"abc").unwrap(),
         Packet::from(&b"defg"[..]),
         Packet::from(b"hij".to_vec()),
     ]
@@ -259,12 +258,12 @@ fn chain_split_advance_and_copy_out_of_range() {
     .collect();
     let check_unchanged = |chain: &PacketChain| {
         assert_eq!(chain.len(), 10);
-        assert_eq!(chain.segment_count(), 3);
+        assert_eq!(chain.iter().len(), 3);
         assert_eq!(chain.to_vec(), b"abcdefghij");
     };
 
-    let err = chain.try_split_to(11).unwrap_err();
-    assert_eq!(err, out_of_range("split_to", 0, 11, 10));
+    let err = out_of_range(Operation::SplitTo, 0, 11, 10);
+    assert_eq!(panic_message(|| chain.split_to(11)), err.to_string());
     assert_eq!(
         panic_message(|| chain.split_to(11)),
         "split_to: range 0..11 is out of bounds for length 10"
@@ -279,7 +278,7 @@ fn chain_split_advance_and_copy_out_of_range() {
 
     let mut dst = [0xee_u8; 11];
     let err = chain.copy_prefix_to(&mut dst).unwrap_err();
-    assert_eq!(err, out_of_range("copy_prefix_to", 0, 11, 10));
+    assert_eq!(err, out_of_range(Operation::CopyPrefixTo, 0, 11, 10));
     assert_eq!(
         err.to_string(),
         "copy_prefix_to: range 0..11 is out of bounds for length 10"
@@ -296,9 +295,9 @@ fn chain_split_advance_and_copy_out_of_range() {
     assert_eq!(head.to_vec(), b"abcde");
     chain.advance(5);
     assert!(chain.is_empty());
-    assert_eq!(chain.segment_count(), 0);
+    assert_eq!(chain.iter().len(), 0);
     let err = chain.copy_prefix_to(&mut dst[..1]).unwrap_err();
-    assert_eq!(err, out_of_range("copy_prefix_to", 0, 1, 0));
+    assert_eq!(err, out_of_range(Operation::CopyPrefixTo, 0, 1, 0));
     chain.copy_prefix_to(&mut []).unwrap();
     drop(head);
     assert_eq!(pool.stats().outstanding, 0);
@@ -308,7 +307,7 @@ fn chain_split_advance_and_copy_out_of_range() {
 fn copy_prefix_to_out_of_range_for_single_segment_types() {
     let pool = Pool::new();
     let mut dst = [0x55_u8; 6];
-    let expected = out_of_range("copy_prefix_to", 0, 6, 5);
+    let expected = out_of_range(Operation::CopyPrefixTo, 0, 6, 5);
 
     let owned = pool.copy_from_slice(DATA).unwrap();
     assert_eq!(owned.copy_prefix_to(&mut dst).unwrap_err(), expected);
@@ -609,19 +608,20 @@ fn error_conversions_and_pool_config_errors() {
     let io: std::io::Error = Error::AllocationFailed { size: 42 }.into();
     assert_eq!(io.kind(), std::io::ErrorKind::OutOfMemory);
     assert_eq!(io.to_string(), "the system allocator refused 42 bytes");
-    let io: std::io::Error = out_of_range("slice", 1, 2, 0).into();
+    let io: std::io::Error = out_of_range(Operation::Slice, 1, 2, 0).into();
     assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
     let inner = io
         .get_ref()
         .and_then(|e| e.downcast_ref::<Error>())
         .cloned();
-    assert_eq!(inner, Some(out_of_range("slice", 1, 2, 0)));
+    assert_eq!(inner, Some(out_of_range(Operation::Slice, 1, 2, 0)));
 
-    let err = Pool::builder()
-        .min_class_size(3000)
-        .max_class_size(64)
-        .build()
-        .unwrap_err();
+    let err = Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 3000,
+        max_class_size: 64,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap_err();
     assert_eq!(
         err,
         Error::InvalidPoolConfig {
@@ -636,26 +636,26 @@ fn error_conversions_and_pool_config_errors() {
 }
 
 #[test]
-fn owned_packet_from_try_forms_is_unchanged_and_usable() {
+fn pooled_packet_after_a_panicking_slice_is_unchanged_and_usable() {
     // A packet that is a window in the middle of a block: the bounds are relative to the window.
     let pool = Pool::new();
     let mut buf = pool.rent(64).unwrap();
     buf.extend_from_slice(b"skip").unwrap();
     let skipped = buf.seal();
     buf.extend_from_slice(DATA).unwrap();
-    let packet: OwnedPacket = buf.freeze();
+    let packet: Packet = buf.freeze();
     drop(skipped);
     assert_eq!(packet.headroom(), 4);
     assert_eq!(
-        packet.try_slice(0..6).unwrap_err(),
-        out_of_range("slice", 0, 6, 5)
+        panic_message(|| packet.slice(0..6)),
+        out_of_range(Operation::Slice, 0, 6, 5).to_string()
     );
-    let middle = packet.try_slice(1..4).unwrap();
+    let middle = packet.slice(1..4);
     assert_eq!(&middle[..], b"ell");
     assert_eq!(middle.headroom(), 5);
     assert_eq!(
-        middle.try_slice(..4).unwrap_err(),
-        out_of_range("slice", 0, 4, 3)
+        panic_message(|| middle.slice(..4)),
+        out_of_range(Operation::Slice, 0, 4, 3).to_string()
     );
     assert_eq!(&middle.slice(..3)[..], b"ell");
 }

@@ -47,7 +47,7 @@ fn ready<F: Future>(future: F, cx: &mut Context<'_>) -> F::Output {
 fn wire(pool: &Pool, size: usize) -> Packet {
     let mut bytes = (size as u32).to_be_bytes().to_vec();
     bytes.resize(4 + size, 0x42);
-    pool.copy_from_slice(&bytes).unwrap().into()
+    pool.copy_from_slice(&bytes).unwrap()
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn decoding_lines_allocates_nothing_per_line() {
         let mut lines = Frames::new(reader, Lines::with_max_length(8192));
         let mut text = vec![b'a'; size - 2];
         text.extend(b"\r\n");
-        let line = Packet::from(pool.copy_from_slice(&text).unwrap());
+        let line = pool.copy_from_slice(&text).unwrap();
         let n = allocations_per_batch(|| {
             writer.append(line.clone()).unwrap();
             ready(writer.flush_pipe(), &mut cx).unwrap();
@@ -124,7 +124,7 @@ fn encoding_length_delimited_frames_allocates_nothing_per_frame() {
     for size in SIZES {
         let (writer, mut reader) = test_pipe(&pool);
         let mut out = FrameWriter::new(writer, LengthDelimited::new());
-        let payload = Packet::from(pool.copy_from_slice(&vec![7u8; size]).unwrap());
+        let payload = pool.copy_from_slice(&vec![7u8; size]).unwrap();
         let slice = vec![8u8; size];
         let consume = |reader: &mut PipeReader, expected: usize| {
             let len = reader.try_read().unwrap().unwrap().buffer.len();
@@ -221,11 +221,7 @@ fn decoding_1_mib_frames_as_chains_of_64_kib_segments_allocates_nothing_per_fram
         ready(writer.flush_pipe(), &mut cx).unwrap();
         let chain = ready(frames.next(), &mut cx).unwrap().unwrap();
         assert_eq!(chain.len(), size);
-        assert!(
-            chain.segment_count() > 4,
-            "{} segments",
-            chain.segment_count()
-        );
+        assert!(chain.iter().len() > 4, "{} segments", chain.iter().len());
     };
     assert_eq!(allocations_per_batch(&mut one_frame), 0);
 }

@@ -19,7 +19,7 @@ use packetpipe::Pool;
 fn a_completed_and_consumed_pipe_holds_no_block() {
     for flushes in [1usize, 2, 5] {
         for complete_first in [false, true] {
-            let pool = Pool::builder().build().unwrap();
+            let pool = Pool::new();
             let (mut writer, mut reader) = pipe_with(PipeOptions {
                 pool: Some(pool.clone()),
                 ..Default::default()
@@ -72,7 +72,10 @@ mod forward {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let pool = Pool::builder().build().unwrap();
+            let pool = Pool::with_options(packetpipe::PoolOptions {
+                ..packetpipe::PoolOptions::default()
+            })
+            .unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let options = ConnectionOptions::new()

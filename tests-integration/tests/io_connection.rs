@@ -191,7 +191,13 @@ fn a_peer_reset_reaches_the_reader_after_the_bytes_before_it() {
             "{error:?}"
         );
         assert!(
-            matches!(error, Error::Peer { side: "writer", .. }),
+            matches!(
+                error,
+                Error::Peer {
+                    side: packetpipe::Side::Writer,
+                    ..
+                }
+            ),
             "{error:?}"
         );
         drop(app);

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use packetpipe::{Pool, PoolStats};
+use packetpipe::{Pool, PoolProbe, PoolStats};
 use resp::server::{Flavor, ServerHandle};
 use resp::Config;
 
@@ -131,12 +131,12 @@ fn stalled_and_partial_connections_hold_a_few_kib_each_and_give_it_all_back() {
     }
     round("echo_server", echo, &partial_echo_frame(), &base);
 
-    // What the pool kept for reuse goes back once idle: the shared depot is emptied by idle
-    // eviction, and what is left is at most what the threads' caches may hold.
-    let later = Instant::now() + Duration::from_secs(3600);
-    Pool::global().evict_idle_at(later);
+    // What the pool kept for reuse can go back: the shared depot is emptied (by `trim`, which
+    // frees what idle eviction would once the idle time passed, and this thread's cache), and
+    // what is left is at most what the threads' caches may hold.
+    Pool::global().trim();
     let stats = Pool::global().stats();
-    let caches = Pool::global().monitor().thread_caches() as u64;
+    let caches = Pool::global().thread_caches() as u64;
     println!("after idle eviction: {stats:?}, {caches} thread caches");
     assert!(
         stats.retained_bytes <= caches * (4 << 20),

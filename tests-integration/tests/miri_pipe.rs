@@ -33,12 +33,13 @@ fn small_pipe(pool: &Pool) -> (PipeWriter, PipeReader) {
 }
 
 fn small_pool() -> Pool {
-    Pool::builder()
-        .min_class_size(64)
-        .max_class_size(1024)
-        .thread_cache_depth(2)
-        .build()
-        .unwrap()
+    Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 64,
+        max_class_size: 1024,
+        thread_cache_depth: 2,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap()
 }
 
 /// Payload length of frame `i`: 0 to 599 bytes, so some frames exceed the largest class (plain

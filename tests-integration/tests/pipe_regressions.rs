@@ -68,7 +68,7 @@ fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
 
     let err = packetpipe::block_on(reader.read_at_least(10)).unwrap_err();
     assert!(
-        matches!(&err, Error::Peer { side: "writer", source } if source.to_string() == "connection reset"),
+        matches!(&err, Error::Peer { side: packetpipe::Side::Writer, source } if source.to_string() == "connection reset"),
         "{err:?}"
     );
     // The short bytes were not lost: a plain read still returns them, then the error again.
@@ -390,7 +390,16 @@ fn a_reader_dropped_during_a_panic_completes_with_an_error() {
     assert!(consumer.join().is_err());
     writer.write_slice(b"x").unwrap();
     let e = writer.flush_blocking().unwrap_err();
-    assert!(matches!(e, Error::Peer { side: "reader", .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::Peer {
+                side: packetpipe::Side::Reader,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 /// A flush whose poll was abandoned while paused does not leave the writer paused: the next

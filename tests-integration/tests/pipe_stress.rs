@@ -133,7 +133,7 @@ struct ReaderReport {
 
 fn append_kind(writer: &mut PipeWriter, pool: &Pool, rng: &mut Rng, data: &[u8]) {
     let packet: Packet = match rng.below(5) {
-        0 => pool.copy_from_slice(data).unwrap().into(),
+        0 => pool.copy_from_slice(data).unwrap(),
         1 => {
             let mut buf = pool.rent(data.len().max(1)).unwrap();
             buf.extend_from_slice(data).unwrap();

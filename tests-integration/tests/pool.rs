@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use bytes::BufMut;
-use packetpipe::{Error, OwnedPacket, PacketBuf, Pool, PoolStats};
+use packetpipe::{Error, Packet, PacketBuf, Pool, PoolStats};
 
 /// Rent/drop pairs of the cross-thread tests (Miri runs a shorter version).
 const PAIRS: u64 = if cfg!(miri) { 150 } else { 100_000 };
@@ -59,7 +59,7 @@ fn rent_here_drop_there(
     total: u64,
     warm_up: u64,
 ) -> (u64, u64) {
-    let (tx, rx) = mpsc::sync_channel::<OwnedPacket>(CHANNEL);
+    let (tx, rx) = mpsc::sync_channel::<Packet>(CHANNEL);
     let dropper = thread::spawn(move || {
         let mut count = 0u64;
         for packet in rx {
@@ -73,7 +73,7 @@ fn rent_here_drop_there(
     let renter = thread::spawn({
         let pool = pool.clone();
         move || {
-            let burst: Vec<OwnedPacket> = (0..burst)
+            let burst: Vec<Packet> = (0..burst)
                 .map(|_| pool.rent(size).unwrap().freeze())
                 .collect();
             for packet in burst {
@@ -97,6 +97,23 @@ fn rent_here_drop_there(
 }
 
 /// Blocks per thread-cache magazine of the default pool for a class.
+/// The capacity a pool with the default smallest class (64 B) and largest class `max` gives a
+/// request of `size` bytes, or `None` if it is not pooled: the powers of two and three sizes evenly
+/// between each two (the pool's documented size classes).
+fn class_size_for(max: usize, size: usize) -> Option<usize> {
+    const MIN_CLASS: usize = 64;
+    let size = size.max(1);
+    if size <= MIN_CLASS {
+        return Some(MIN_CLASS);
+    }
+    let power = 1usize << (usize::BITS - 1 - (size - 1).leading_zeros());
+    let class = (1..=4)
+        .map(|k| power + k * power / 4)
+        .find(|&class| class >= size)
+        .expect("twice the power of two below is at least the size");
+    (class <= max).then_some(class)
+}
+
 fn magazine(class: usize) -> usize {
     (256 * 1024 / class).clamp(1, 32)
 }
@@ -110,8 +127,12 @@ fn rent_on_one_thread_drop_on_another_stops_allocating() {
     for size in [64, 4096, 64 * 1024] {
         // No idle eviction: this is about what the depot keeps; under valgrind's slowdown the
         // default 5 s would free magazines of the working set between the phases.
-        let pool = Pool::builder().idle_eviction(None).build().unwrap();
-        let class = pool.class_size_for(size).unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            idle_eviction: None,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
+        let class = class_size_for(1 << 20, size).unwrap();
         let burst = 3 * magazine(class) + CHANNEL + 2 + 16;
         let (after_warm_up, at_end) = rent_here_drop_there(&pool, size, burst, PAIRS, 0);
         assert!(after_warm_up >= burst as u64);
@@ -142,8 +163,12 @@ fn rent_on_one_thread_drop_on_another_allocates_a_bounded_number_of_blocks() {
         // No idle eviction, as in the test above: the bound is about what the caches and the
         // depot keep, and under Miri's slowdown (minutes for this test) the default 5 s evicts
         // magazines of the working set mid-run, which then costs a fresh block or two.
-        let pool = Pool::builder().idle_eviction(None).build().unwrap();
-        let class = pool.class_size_for(size).unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            idle_eviction: None,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
+        let class = class_size_for(1 << 20, size).unwrap();
         let bound = (3 * magazine(class) + CHANNEL + 2) as u64;
         let (after_warm_up, at_end) = rent_here_drop_there(&pool, size, 0, PAIRS, WARM_UP);
         assert!(after_warm_up <= at_end);
@@ -163,10 +188,21 @@ fn rent_on_one_thread_drop_on_another_allocates_a_bounded_number_of_blocks() {
 
 #[test]
 fn over_max_requests_are_plain_allocations_and_not_retained() {
-    let pool = Pool::builder().max_class_size(4096).build().unwrap();
-    assert_eq!(pool.max_class_size(), 4096);
-    assert_eq!(pool.class_size_for(4096), Some(4096));
-    assert_eq!(pool.class_size_for(4097), None);
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 4096,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
+    // The largest class is 4096 B: a request of it is pooled, one byte more is not (a probe pool
+    // of the same settings, so that this pool's counts stay the test's).
+    let probe = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 4096,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
+    assert_eq!(probe.rent(4096).unwrap().capacity(), 4096);
+    assert_eq!(probe.rent(4097).unwrap().capacity(), 4097);
+    assert_eq!(probe.stats().unpooled_allocations, 1);
 
     for round in 1..=3u64 {
         let mut held = Vec::new();
@@ -299,7 +335,11 @@ fn zero_and_impossible_sizes_are_errors_not_aborts() {
 
 #[test]
 fn trim_frees_the_depot_and_this_threads_cache() {
-    let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 64 * 1024,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let held: Vec<PacketBuf> = [64, 100, 4096, 5000, 65536]
         .iter()
         .flat_map(|&size| (0..10).map(move |_| size))
@@ -313,7 +353,7 @@ fn trim_frees_the_depot_and_this_threads_cache() {
 
     // Some blocks returned on another thread, which exits: its cache goes to the depot. (4000 B
     // is in the 4096 B class, which the first rents cached.)
-    let packets: Vec<OwnedPacket> = (0..10)
+    let packets: Vec<Packet> = (0..10)
         .map(|_| pool.copy_from_slice(&[1; 4000]).unwrap())
         .collect();
     thread::spawn(move || drop(packets)).join().unwrap();
@@ -341,20 +381,21 @@ fn trim_frees_the_depot_and_this_threads_cache() {
 #[test]
 fn max_retained_bytes_bounds_the_depot() {
     const BOUND: usize = 16 * 1024;
-    let pool = Pool::builder()
-        .min_class_size(1024)
-        .max_class_size(1024)
-        .thread_cache_depth(4)
-        .max_retained_bytes(BOUND)
-        .build()
-        .unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 1024,
+        max_class_size: 1024,
+        thread_cache_depth: 4,
+        max_retained_bytes: BOUND,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     for round in 0..3 {
         let before = pool.stats();
         assert_eq!(
             before.retained_bytes,
             if round == 0 { 0 } else { BOUND as u64 }
         );
-        let packets: Vec<OwnedPacket> = (0..100)
+        let packets: Vec<Packet> = (0..100)
             .map(|_| pool.copy_from_slice(&[7; 1000]).unwrap())
             .collect();
         // Every retained block was reused before any fresh allocation.
@@ -391,12 +432,14 @@ const CAP_MAX_CLASS: usize = if cfg!(miri) { 4096 } else { 1 << 20 };
 const CAP_MAGAZINE: usize = if cfg!(miri) { 8192 } else { 256 * 1024 };
 const CAP_DEPTH: usize = if cfg!(miri) { 8 } else { 32 };
 
-fn cap_pool(cap: usize) -> packetpipe::PoolBuilder {
-    Pool::builder()
-        .max_class_size(CAP_MAX_CLASS)
-        .thread_cache_bytes(CAP_MAGAZINE)
-        .thread_cache_depth(CAP_DEPTH)
-        .max_thread_cache_bytes(cap)
+fn cap_pool(cap: usize) -> packetpipe::PoolOptions {
+    packetpipe::PoolOptions {
+        max_class_size: CAP_MAX_CLASS,
+        thread_cache_bytes: CAP_MAGAZINE,
+        thread_cache_depth: CAP_DEPTH,
+        max_thread_cache_bytes: cap,
+        ..packetpipe::PoolOptions::default()
+    }
 }
 
 /// Request sizes that hit every class (64 B to `CAP_MAX_CLASS`), about five per doubling (under
@@ -428,13 +471,17 @@ fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
     };
     let rounds = if cfg!(miri) { 1 } else { 3 };
     for &cap in caps {
-        let pool = cap_pool(cap).max_retained_bytes(0).build().unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            max_retained_bytes: 0,
+            ..cap_pool(cap)
+        })
+        .unwrap();
         let mut sizes = sizes_of_every_class();
         if cfg!(miri) {
             // One size per class there: the sizes below 64 B, a third of the list, all fall in
             // the 64 B class, and each costs two magazines of rents and returns; the
             // size-to-class rounding is safe code the native run covers.
-            sizes.dedup_by_key(|n| pool.class_size_for(*n));
+            sizes.dedup_by_key(|n| class_size_for(CAP_MAX_CLASS, *n));
         }
         let (mut most, mut returned) = (0, 0);
         for round in 0..rounds {
@@ -479,7 +526,11 @@ fn max_thread_cache_bytes_bounds_what_one_thread_caches() {
     ignore = "rents about 200 MiB of blocks; the test above covers the same paths"
 )]
 fn the_default_thread_cache_cap_is_4_mib() {
-    let pool = Pool::builder().max_retained_bytes(0).build().unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_retained_bytes: 0,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let held: Vec<PacketBuf> = sizes_of_every_class()
         .iter()
         .flat_map(|&n| (0..64).map(move |_| n))
@@ -496,7 +547,7 @@ fn the_default_thread_cache_cap_is_4_mib() {
 /// gets them back from there: after the first round, no fresh allocation.
 #[test]
 fn evicted_magazines_come_back_from_the_depot() {
-    let pool = cap_pool(CAP_MAGAZINE * 2).build().unwrap();
+    let pool = Pool::with_options(cap_pool(CAP_MAGAZINE * 2)).unwrap();
     // Eight classes of a quarter to about two thirds of the largest, two magazines each: far
     // over the cap of two magazines.
     let sizes: Vec<usize> = (0..8).map(|i| CAP_MAX_CLASS / 16 * (4 + i)).collect();
@@ -522,7 +573,7 @@ fn evicted_magazines_come_back_from_the_depot() {
 #[test]
 fn a_class_over_the_thread_cache_cap_goes_through_the_depot() {
     // The largest class's magazine holds at least one block, so it is over this cap.
-    let pool = cap_pool(CAP_MAX_CLASS / 10).build().unwrap();
+    let pool = Pool::with_options(cap_pool(CAP_MAX_CLASS / 10)).unwrap();
     for _ in 0..10 {
         drop(pool.rent(CAP_MAX_CLASS).unwrap());
     }
@@ -542,14 +593,15 @@ fn a_class_over_the_thread_cache_cap_goes_through_the_depot() {
 fn max_retained_bytes_holds_under_concurrent_returns() {
     const THREADS: usize = 3;
     const MAGAZINE: usize = 4096;
-    let pool = Pool::builder()
-        .min_class_size(1024)
-        .max_class_size(4096)
-        .thread_cache_depth(64)
-        .thread_cache_bytes(MAGAZINE)
-        .max_retained_bytes(MAGAZINE)
-        .build()
-        .unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        min_class_size: 1024,
+        max_class_size: 4096,
+        thread_cache_depth: 64,
+        thread_cache_bytes: MAGAZINE,
+        max_retained_bytes: MAGAZINE,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let rounds = if cfg!(miri) { 3 } else { 300 };
     for round in 0..rounds {
         // Thread t gets blocks of class 1024 << t: 12 magazines' worth.
@@ -623,7 +675,11 @@ fn clear_on_return_zeroes_returned_blocks() {
             "control, dropped elsewhere: {drop_elsewhere}"
         );
 
-        let clean = Pool::builder().clear_on_return(true).build().unwrap();
+        let clean = Pool::with_options(packetpipe::PoolOptions {
+            clear_on_return: true,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
         let spare = reuse_after_dirty_return(&clean, drop_elsewhere);
         assert_eq!(spare.len(), 256);
         assert!(
@@ -637,7 +693,7 @@ fn clear_on_return_zeroes_returned_blocks() {
 /// the pool's no-cache path; that path must clear the block too.
 #[test]
 fn clear_on_return_zeroes_blocks_returned_during_thread_exit() {
-    struct Holder(Option<OwnedPacket>, Option<Pool>);
+    struct Holder(Option<Packet>, Option<Pool>);
     impl Drop for Holder {
         fn drop(&mut self) {
             drop(self.0.take());
@@ -653,7 +709,11 @@ fn clear_on_return_zeroes_blocks_returned_during_thread_exit() {
         static HELD: RefCell<Holder> = const { RefCell::new(Holder(None, None)) };
     }
 
-    let pool = Pool::builder().clear_on_return(true).build().unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        clear_on_return: true,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let worker_pool = pool.clone();
     thread::spawn(move || {
         // Touch the holder first, so that its destructor is registered before the pool's thread
@@ -694,14 +754,18 @@ fn clear_on_return_zeroes_blocks_returned_during_thread_exit() {
 
 #[test]
 fn blocks_stay_valid_after_the_pool_is_dropped() {
-    let pool = Pool::builder().max_class_size(4096).build().unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 4096,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let mut buf = pool.rent(1024).unwrap();
     buf.extend_from_slice(b"sealed before the drop").unwrap();
     let early = buf.seal();
     let big = pool.copy_from_slice(&[3; 10_000]).unwrap();
     let cached_elsewhere = pool.copy_from_slice(b"x").unwrap();
     // Another thread that keeps a block of this pool in its cache while the pool goes away.
-    let (to_worker, from_main) = mpsc::channel::<Option<OwnedPacket>>();
+    let (to_worker, from_main) = mpsc::channel::<Option<Packet>>();
     let (to_main, from_worker) = mpsc::channel::<()>();
     let worker = thread::spawn(move || {
         for packet in from_main {
@@ -807,11 +871,12 @@ fn outstanding_counts_blocks_held_on_other_threads() {
 
 #[test]
 fn stats_stay_exact_after_threads_exit() {
-    let pool = Pool::builder()
-        .max_class_size(8192)
-        .thread_cache_depth(4)
-        .build()
-        .unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 8192,
+        thread_cache_depth: 4,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let mut expected_rents = 0u64;
     let mut expected_unpooled = 0u64;
     // Generations of threads, so later ones reuse the statistics slots of earlier ones.
@@ -821,7 +886,7 @@ fn stats_stay_exact_after_threads_exit() {
     let per_thread: u64 = if cfg!(miri) { 45 } else { 510 };
     let to_main = per_thread.div_ceil(3);
     for generation in 0..generations {
-        let (tx, rx) = mpsc::channel::<OwnedPacket>();
+        let (tx, rx) = mpsc::channel::<Packet>();
         let renters: Vec<_> = (0..4u64)
             .map(|t| {
                 let pool = pool.clone();
@@ -843,7 +908,7 @@ fn stats_stay_exact_after_threads_exit() {
         for t in renters {
             t.join().unwrap();
         }
-        let on_main: Vec<OwnedPacket> = rx.iter().collect();
+        let on_main: Vec<Packet> = rx.iter().collect();
         assert_eq!(on_main.len() as u64, 4 * to_main);
         expected_rents += 4 * per_thread;
         expected_unpooled += 4 * (per_thread / 5);
@@ -873,7 +938,11 @@ fn stats_stay_exact_after_threads_exit() {
 /// this thread and others; it goes back to 0 when they are dropped, trimmed or not.
 #[test]
 fn outstanding_bytes_are_the_capacities_of_live_blocks() {
-    let pool = Pool::builder().max_class_size(64 * 1024).build().unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 64 * 1024,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let mut held: Vec<PacketBuf> = [1, 64, 100, 4096, 5000, 65536, 100_000]
         .iter()
         .map(|&size| pool.rent(size).unwrap())
@@ -912,12 +981,13 @@ fn outstanding_bytes_are_the_capacities_of_live_blocks() {
 fn unlimited_thread_cache_settings_do_not_overflow_the_cache_accounting() {
     // A cap of usize::MAX must not make the cache's "reserved + bytes" overflow (a panic in
     // debug builds, wrapped accounting in release): the sum is a checked add.
-    let pool = Pool::builder()
-        .thread_cache_depth(usize::MAX)
-        .thread_cache_bytes(usize::MAX)
-        .max_thread_cache_bytes(usize::MAX)
-        .build()
-        .unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        thread_cache_depth: usize::MAX,
+        thread_cache_bytes: usize::MAX,
+        max_thread_cache_bytes: usize::MAX,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     for size in [64, 80, 96, 4096, 1 << 20] {
         drop(pool.rent(size).unwrap());
         drop(pool.rent(size).unwrap());

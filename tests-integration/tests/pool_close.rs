@@ -9,8 +9,8 @@
 use std::sync::mpsc;
 use std::thread;
 
-use packetpipe::PoolMonitor;
-use packetpipe::{OwnedPacket, Pool};
+use packetpipe::{Packet, Pool};
+use packetpipe::{PoolMonitor, PoolProbe};
 
 mod kit;
 
@@ -53,7 +53,7 @@ enum Job {
     /// Rent and return blocks of these sizes (they stay in the worker's cache).
     Cache(Pool, Vec<usize>),
     /// Drop this packet (its block goes back to a possibly closed pool).
-    Drop(OwnedPacket),
+    Drop(Packet),
     /// Rent and return one block of an unrelated pool.
     TouchOther,
     /// Rent one block of the unrelated pool and keep it (a thread that only rents).
@@ -71,10 +71,11 @@ fn worker() -> (
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let handle = thread::spawn(move || {
         // Magazines of 4 blocks: a thread that only rents leaves the fast path within a few rents.
-        let other = Pool::builder()
-            .thread_cache_depth(MAGAZINE)
-            .build()
-            .unwrap();
+        let other = Pool::with_options(packetpipe::PoolOptions {
+            thread_cache_depth: MAGAZINE,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
         let mut kept = Vec::new();
         for job in job_rx {
             match job {
@@ -258,7 +259,7 @@ fn returning_blocks_of_two_closed_pools_alternately_allocates_nothing() {
     const BLOCKS: usize = 100;
     let (a, b) = (Pool::new(), Pool::new());
     let (monitor_a, monitor_b) = (a.monitor(), b.monitor());
-    let rent_all = |pool: &Pool| -> Vec<OwnedPacket> {
+    let rent_all = |pool: &Pool| -> Vec<Packet> {
         (0..BLOCKS)
             .map(|i| pool.copy_from_slice(&[i as u8; 100]).unwrap())
             .collect()
@@ -313,7 +314,11 @@ fn returning_blocks_of_two_pools_closed_on_another_thread_allocates_nothing() {
 /// packets still alive and the bytes still cached; it keeps no block alive itself.
 #[test]
 fn monitor_shows_what_a_closed_pool_still_holds() {
-    let pool = Pool::builder().max_class_size(4096).build().unwrap();
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 4096,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap();
     let monitor = pool.monitor();
     let live = [
         pool.copy_from_slice(&[1; 100]).unwrap(),

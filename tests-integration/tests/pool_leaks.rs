@@ -7,10 +7,14 @@ use std::panic::Location;
 use packetpipe::frame::{Frames, LengthDelimited};
 use packetpipe::pipe::{pipe_with, PipeOptions};
 use packetpipe::BlockUse;
-use packetpipe::{Packet, Pool};
+use packetpipe::{Pool, PoolProbe};
 
 fn tracked() -> Pool {
-    Pool::builder().track_leaks(true).build().unwrap()
+    Pool::with_options(packetpipe::PoolOptions {
+        track_leaks: true,
+        ..packetpipe::PoolOptions::default()
+    })
+    .unwrap()
 }
 
 /// The location of the next line of the caller (where the call under test is).
@@ -33,9 +37,9 @@ fn a_forgotten_packet_is_reported_with_its_rent_site() {
     std::mem::forget(leaked);
     drop(kept);
     let report = pool.leak_report();
-    assert!(report.is_tracking());
-    assert_eq!(report.blocks().len(), 1, "{report}");
-    let block = &report.blocks()[0];
+    assert!(report.tracking);
+    assert_eq!(report.blocks.len(), 1, "{report}");
+    let block = &report.blocks[0];
     assert_eq!(site(block.rented_at), rented);
     assert_eq!(block.last_use, None);
     assert_eq!(block.capacity, 64);
@@ -60,13 +64,13 @@ fn the_last_seal_or_slice_is_reported_with_its_site() {
     let mut packet = buf.seal();
     drop(buf);
     let report = pool.leak_report();
-    let (use_, at) = report.blocks()[0].last_use.unwrap();
+    let (use_, at) = report.blocks[0].last_use.unwrap();
     assert_eq!((use_, site(at)), (BlockUse::Sealed, sealed));
 
     let sliced = next_line();
     let header = packet.split_to(7);
     drop(packet);
-    let (use_, at) = pool.leak_report().blocks()[0].last_use.unwrap();
+    let (use_, at) = pool.leak_report().blocks[0].last_use.unwrap();
     assert_eq!((use_, site(at)), (BlockUse::Sliced, sliced));
     assert!(pool
         .leak_report()
@@ -74,12 +78,12 @@ fn the_last_seal_or_slice_is_reported_with_its_site() {
         .contains(&format!("last sliced at {}:{}:", sliced.0, sliced.1)));
 
     // Through `Packet` too.
-    let header = Packet::from(header);
+    let header = header;
     let sliced = next_line();
     let tag = header.slice(0..1);
     drop(header);
     std::mem::forget(tag);
-    let (use_, at) = pool.leak_report().blocks()[0].last_use.unwrap();
+    let (use_, at) = pool.leak_report().blocks[0].last_use.unwrap();
     assert_eq!((use_, site(at)), (BlockUse::Sliced, sliced));
 }
 
@@ -109,15 +113,15 @@ fn frames_taken_from_a_pipe_are_reported_at_the_take() {
     std::mem::forget(large);
 
     let report = pool.leak_report();
-    assert_eq!(report.blocks().len(), 2, "{report}");
+    assert_eq!(report.blocks.len(), 2, "{report}");
     let copied = report
-        .blocks()
+        .blocks
         .iter()
         .find(|b| site(b.rented_at) == copied_at)
         .unwrap_or_else(|| panic!("no block rented at the copying take: {report}"));
     assert_eq!(copied.last_use, None);
     let shared = report
-        .blocks()
+        .blocks
         .iter()
         .find(|b| b.last_use.map(|(u, at)| (u, site(at))) == Some((BlockUse::Taken, shared_at)))
         .unwrap_or_else(|| panic!("no block last taken at the sharing take: {report}"));
@@ -146,7 +150,7 @@ fn a_chain_taken_out_is_reported_at_the_take() {
     drop((writer, reader));
     std::mem::forget(chain);
     let report = pool.leak_report();
-    let (use_, at) = report.blocks()[0].last_use.unwrap();
+    let (use_, at) = report.blocks[0].last_use.unwrap();
     assert_eq!((use_, site(at)), (BlockUse::Taken, taken));
 }
 
@@ -168,9 +172,9 @@ fn a_decoders_frames_are_reported_at_the_decoders_take() {
     drop(frames);
     std::mem::forget(frame);
     let report = pool.leak_report();
-    assert_eq!(report.blocks().len(), 1, "{report}");
+    assert_eq!(report.blocks.len(), 1, "{report}");
     assert!(
-        report.blocks()[0]
+        report.blocks[0]
             .rented_at
             .file()
             .ends_with("length_delimited.rs"),
@@ -185,16 +189,16 @@ fn returned_blocks_leave_the_report_from_any_thread_and_the_oldest_comes_first()
     let second = pool.copy_from_slice(&[0; 5000]).unwrap();
     let third = pool.rent(2 << 20).unwrap(); // above the largest class: unpooled, tracked too
     let report = pool.leak_report();
-    assert_eq!(report.blocks().len(), 3);
-    let capacities: Vec<usize> = report.blocks().iter().map(|b| b.capacity).collect();
+    assert_eq!(report.blocks.len(), 3);
+    let capacities: Vec<usize> = report.blocks.iter().map(|b| b.capacity).collect();
     assert_eq!(capacities, [64, 5120, 2 << 20], "oldest first");
-    assert!(report.blocks()[0].age >= report.blocks()[2].age);
+    assert!(report.blocks[0].age >= report.blocks[2].age);
     std::thread::spawn(move || drop((first, second)))
         .join()
         .unwrap();
     drop(third);
     let report = pool.leak_report();
-    assert!(report.blocks().is_empty(), "{report}");
+    assert!(report.blocks.is_empty(), "{report}");
     assert_eq!(
         report.to_string(),
         "0 blocks of the pool outstanding (0 bytes)\n"
@@ -214,8 +218,8 @@ fn a_closed_pools_monitor_still_reports_what_was_never_dropped() {
     drop(pool.copy_from_slice(b"y").unwrap());
     drop(pool);
     let report = monitor.leak_report();
-    assert_eq!(report.blocks().len(), 1);
-    assert_eq!(site(report.blocks()[0].rented_at), rented);
+    assert_eq!(report.blocks.len(), 1);
+    assert_eq!(site(report.blocks[0].rented_at), rented);
     assert!(monitor.stats().closed);
 }
 
@@ -224,11 +228,11 @@ fn an_untracked_pool_reports_nothing_and_keeps_its_caches() {
     let pool = Pool::new();
     std::mem::forget(pool.copy_from_slice(b"leaked, unseen").unwrap());
     let report = pool.leak_report();
-    assert!(!report.is_tracking());
-    assert!(report.blocks().is_empty());
+    assert!(!report.tracking);
+    assert!(report.blocks.is_empty());
     assert_eq!(
         report.to_string(),
-        "leak tracking is off for this pool (PoolBuilder::track_leaks(true) turns it on)\n"
+        "leak tracking is off for this pool (PoolOptions::track_leaks turns it on)\n"
     );
     assert_eq!(
         pool.stats().outstanding,

@@ -187,7 +187,16 @@ fn the_writers_error_comes_after_the_bytes_before_it() {
     assert_eq!(until.found, Some(4));
     reader.advance_to(5, 5).unwrap();
     let e = packetpipe::block_on(reader.read_until(b"\n", 1024)).unwrap_err();
-    assert!(matches!(e, Error::Peer { side: "writer", .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::Peer {
+                side: packetpipe::Side::Writer,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]

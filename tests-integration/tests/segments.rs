@@ -35,7 +35,7 @@ fn chain_of(pool: &Pool, chunks: &[Vec<u8>]) -> PacketChain {
         .iter()
         .enumerate()
         .map(|(i, c)| match i % 3 {
-            0 => Packet::from(pool.copy_from_slice(c).unwrap()),
+            0 => pool.copy_from_slice(c).unwrap(),
             1 => Packet::from(c.clone()),
             _ => Packet::from(bytes::Bytes::copy_from_slice(c)),
         })
@@ -306,7 +306,7 @@ proptest! {
     ) {
         let chunks = Chunks(chunk(&bytes, &cuts));
         prop_assert_eq!(chunks.hex_dump(limit).to_string(), reference_hex_dump(&bytes, limit));
-        prop_assert_eq!(chunks.byte_len(), bytes.len());
+        prop_assert_eq!(ByteSegments::len(&chunks), bytes.len());
         prop_assert_eq!(chunks.to_vec(), bytes.clone());
         let n = prefix.index(bytes.len() + 1);
         let mut dst = vec![0u8; n];
@@ -576,7 +576,7 @@ fn to_vec_and_copy_prefix_across_segments() {
     let pool = Pool::new();
     let chain = chain_of(&pool, &[b"ab".to_vec(), b"cde".to_vec(), b"f".to_vec()]);
     assert_eq!(chain.to_vec(), b"abcdef");
-    assert_eq!(chain.byte_len(), 6);
+    assert_eq!(ByteSegments::len(&chain), 6);
     let mut dst = [0u8; 4];
     chain.copy_prefix_to(&mut dst).unwrap();
     assert_eq!(&dst, b"abcd");

@@ -141,7 +141,10 @@ async fn write_side(
                 break;
             }
             Ok(Ok(_)) => {}
-            Ok(Err(Error::Peer { side: "reader", .. })) => {
+            Ok(Err(Error::Peer {
+                side: packetpipe::Side::Reader,
+                ..
+            })) => {
                 reader_gone = true;
                 break;
             }
@@ -207,7 +210,10 @@ async fn read_side(mut reader: PipeReader, seed: u64, mut rng: Rng) -> Received 
         let completed = match timeout(wait, read).await {
             Err(_elapsed) => continue, // dropped mid-wait; nothing consumed
             Ok(Ok(completed)) => completed,
-            Ok(Err(Error::Peer { side: "writer", .. })) => {
+            Ok(Err(Error::Peer {
+                side: packetpipe::Side::Writer,
+                ..
+            })) => {
                 got.to_the_end = true;
                 got.writer_error = true;
                 break;
@@ -375,10 +381,11 @@ fn soak_many_pipes_with_cancels_drops_and_errors() {
         .enable_time()
         .build()
         .expect("runtime");
-    let pool = Pool::builder()
-        .max_class_size(128 * 1024)
-        .build()
-        .expect("pool");
+    let pool = Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 128 * 1024,
+        ..packetpipe::PoolOptions::default()
+    })
+    .expect("pool");
     let deadline = Instant::now() + Duration::from_secs(secs);
     let (mut rounds, mut kept) = (0u64, Vec::new());
     let (mut written, mut read) = (0u64, 0u64);

@@ -4,7 +4,7 @@
 //! the bytes land straight in a pooled block. Each slot (buffer id) owns the [`PacketBuf`] it
 //! offers: the kernel writes into that buffer's free tail from the moment the slot is published
 //! at the ring's tail until the completion that names the slot's id. Then [`BufRing::take`]
-//! commits the received bytes, seals them into an [`OwnedPacket`] (a reference on the block,
+//! commits the received bytes, seals them into a [`Packet`] (a reference on the block,
 //! which outlives the slot), and the slot is offered again: the rest of the same block when
 //! enough of it is left (several small receives share one block), a fresh block otherwise.
 //!
@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
 
-use crate::packet::{OwnedPacket, PacketBuf};
+use crate::packet::{Packet, PacketBuf};
 use crate::pool::Pool;
 
 /// `IOU_PBUF_RING_INC`: the kernel consumes a provided buffer a receive at a time.
@@ -186,7 +186,7 @@ impl BufRing {
     /// The `n` bytes a completion received into buffer `bid`, sealed into a packet; `more` is the
     /// completion's `IORING_CQE_F_BUF_MORE` (the kernel keeps the buffer for the next receive).
     /// Offers the slot again when the kernel gave it back.
-    pub(super) fn take(&mut self, bid: u16, n: usize, more: bool) -> io::Result<OwnedPacket> {
+    pub(super) fn take(&mut self, bid: u16, n: usize, more: bool) -> io::Result<Packet> {
         let slot = self.offered.get_mut(usize::from(bid));
         let Some(buf) = slot.and_then(|slot| slot.as_mut()) else {
             return Err(io::Error::new(

@@ -4,7 +4,7 @@
 //! - **Accept**: one multishot accept per listener.
 //! - **Receive**: one multishot receive per connection, from a provided-buffer ring whose
 //!   buffers are pooled blocks (`buf_ring.rs`): each completion's bytes are sealed into an
-//!   [`OwnedPacket`](crate::OwnedPacket) and appended to the connection's input pipe, no copy.
+//!   [`Packet`](crate::Packet) and appended to the connection's input pipe, no copy.
 //! - **Send**: one `SENDMSG` per connection at a time, its iovecs the output pipe's flushed
 //!   segments, consumed when the completion says how many bytes the socket took.
 //! - **One system call per loop turn**: every submission of a turn (sends, re-armed receives,

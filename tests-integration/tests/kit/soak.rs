@@ -34,10 +34,11 @@ use super::rng::XorShiftStar as Rng;
 /// The soaks' pool: blocks up to 128 KiB pooled, larger ones (a 256 KiB message read at once)
 /// plain allocations.
 pub fn pool() -> Pool {
-    Pool::builder()
-        .max_class_size(128 * 1024)
-        .build()
-        .expect("pool")
+    Pool::with_options(packetpipe::PoolOptions {
+        max_class_size: 128 * 1024,
+        ..packetpipe::PoolOptions::default()
+    })
+    .expect("pool")
 }
 
 /// Both pipes of a soaked connection on `pool`, with small thresholds: a slow reader pauses the

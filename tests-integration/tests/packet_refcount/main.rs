@@ -1,6 +1,6 @@
 //! Reference counting of pooled blocks, checked against a model.
 //!
-//! Random sequences of operations over `PacketBuf`, `OwnedPacket`, `Packet` (pooled, `Bytes` from
+//! Random sequences of operations over `PacketBuf`, pooled `Packet`, `Packet` (pooled, `Bytes` from
 //! a `Vec`, from a `BytesMut`, from a pooled packet, and static) and `PacketChain`, on one thread
 //! and with packets sent to worker threads that use and drop them. After every operation each
 //! object's bytes must equal its model (a `Vec<u8>`); where the model knows every handle to a block
@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use packetpipe::{ByteSegments, Error, OwnedPacket, Packet, PacketBuf, PacketChain, Pool};
+use packetpipe::{ByteSegments, Error, Packet, PacketBuf, PacketChain, Pool};
 use proptest::prelude::*;
 use proptest::sample::Index;
 

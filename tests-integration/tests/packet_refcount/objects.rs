@@ -22,7 +22,7 @@ pub(crate) struct BufObj {
 }
 
 pub(crate) struct OwnedObj {
-    pub(crate) packet: OwnedPacket,
+    pub(crate) packet: Packet,
     pub(crate) token: Token,
     pub(crate) data: Vec<u8>,
     /// Offset of the window in its block (its headroom).
@@ -48,8 +48,8 @@ pub(crate) struct ChainObj {
 }
 
 impl Obj {
-    /// Check the object against its model.
-    pub(crate) fn check(&self) {
+    /// Check the object against its model (`&mut`: a packet's uniqueness is what `get_mut` sees).
+    pub(crate) fn check(&mut self) {
         match self {
             Obj::Buf(b) => {
                 assert_eq!(&b.buf[..], &b.written[..]);
@@ -65,24 +65,23 @@ impl Obj {
                 let model = o.token.model();
                 if model.exact {
                     assert_eq!(
-                        o.packet.is_unique(),
+                        o.packet.get_mut().is_some(),
                         model.handles == 1,
                         "handles {}",
                         model.handles
                     );
                 } else if model.handles == 1 {
-                    assert!(o.packet.is_unique());
+                    assert!(o.packet.get_mut().is_some());
                 }
             }
             Obj::Packet(p) => {
                 assert_eq!(&p.packet[..], &p.data[..]);
                 assert_eq!(p.packet.len(), p.data.len());
                 if let Some((token, offset)) = &p.pooled {
-                    let owned = p.packet.as_owned().expect("a pooled packet");
-                    assert_eq!(owned.headroom(), *offset);
+                    assert_eq!(p.packet.headroom(), *offset);
                     let model = token.model();
                     if model.exact {
-                        assert_eq!(owned.is_unique(), model.handles == 1);
+                        assert_eq!(p.packet.get_mut().is_some(), model.handles == 1);
                     }
                 }
             }
@@ -110,7 +109,7 @@ impl Obj {
     }
 
     /// What a worker thread does with an object it received: check it, use it, drop it.
-    pub(crate) fn use_and_drop(self) {
+    pub(crate) fn use_and_drop(mut self) {
         self.check();
         match self {
             // Handles made here carry no model token: drop them before the object, whose token

@@ -126,20 +126,38 @@ pub(crate) fn range_in(len: usize, a: Index, b: Index) -> (usize, usize) {
     (start, end)
 }
 
+/// The capacity the runner's pool (classes 64 B to `MAX_CLASS`) gives a request of `size` bytes,
+/// or `None` if it is not pooled: the powers of two and three sizes evenly between each two (the
+/// pool's documented size classes).
+pub(crate) fn class_size_for(size: usize) -> Option<usize> {
+    const MIN_CLASS: usize = 64;
+    let size = size.max(1);
+    if size <= MIN_CLASS {
+        return Some(MIN_CLASS);
+    }
+    let power = 1usize << (usize::BITS - 1 - (size - 1).leading_zeros());
+    let class = (1..=4)
+        .map(|k| power + k * power / 4)
+        .find(|&class| class >= size)
+        .expect("twice the power of two below is at least the size");
+    (class <= MAX_CLASS).then_some(class)
+}
+
 impl Runner {
     pub(crate) fn new(
         settings: &PoolSettings,
         threads: usize,
     ) -> (Runner, Vec<thread::JoinHandle<()>>) {
-        let pool = Pool::builder()
-            .min_class_size(64)
-            .max_class_size(MAX_CLASS)
-            .thread_cache_depth(settings.cache_depth)
-            .thread_cache_bytes(settings.cache_bytes)
-            .max_retained_bytes(settings.max_retained_bytes)
-            .clear_on_return(settings.clear_on_return)
-            .build()
-            .unwrap();
+        let pool = Pool::with_options(packetpipe::PoolOptions {
+            min_class_size: 64,
+            max_class_size: MAX_CLASS,
+            thread_cache_depth: settings.cache_depth,
+            thread_cache_bytes: settings.cache_bytes,
+            max_retained_bytes: settings.max_retained_bytes,
+            clear_on_return: settings.clear_on_return,
+            ..packetpipe::PoolOptions::default()
+        })
+        .unwrap();
         let mut workers = Vec::new();
         let mut handles = Vec::new();
         for _ in 0..threads {
@@ -171,12 +189,12 @@ impl Runner {
 
     pub(crate) fn count_rent(&mut self, size: usize) {
         self.rents += 1;
-        if self.pool.class_size_for(size).is_none() {
+        if class_size_for(size).is_none() {
             self.unpooled += 1;
         }
     }
 
-    pub(crate) fn new_owned(&self, packet: OwnedPacket, data: Vec<u8>, offset: usize) -> Obj {
+    pub(crate) fn new_owned(&self, packet: Packet, data: Vec<u8>, offset: usize) -> Obj {
         let token = Token::new(&self.blocks, self.blocks.new_block());
         Obj::Owned(OwnedObj {
             packet,
@@ -226,8 +244,8 @@ impl Runner {
         }
     }
 
-    pub(crate) fn check_all(&self) {
-        for obj in &self.objs {
+    pub(crate) fn check_all(&mut self) {
+        for obj in &mut self.objs {
             obj.check();
         }
     }

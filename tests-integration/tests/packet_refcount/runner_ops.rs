@@ -7,7 +7,7 @@ impl Runner {
         let buf = self.pool.rent_with_headroom(headroom, size).unwrap();
         self.count_rent(headroom + size);
         let capacity = buf.capacity();
-        match self.pool.class_size_for(headroom + size) {
+        match class_size_for(headroom + size) {
             Some(class) => assert_eq!(capacity, class),
             None => assert!(capacity >= headroom + size),
         }
@@ -56,7 +56,10 @@ impl Runner {
     pub(super) fn op_packet_copy_from_slice(&mut self, data: Vec<u8>) {
         // Inline: held in the value, no block of any pool.
         let packet = Packet::copy_from_slice(&data);
-        assert!(packet.is_inline());
+        assert!(
+            packet.clone().get_mut().is_some(),
+            "a clone of an inline packet is a copy"
+        );
         self.objs.push(Runner::plain_packet(packet, data));
     }
 
@@ -108,11 +111,7 @@ impl Runner {
             unreachable!()
         };
         let n = n.index(b.written.len() + 2);
-        if n == 0 && b.written.len() % 2 == 0 {
-            b.buf.clear();
-        } else {
-            b.buf.truncate(n);
-        }
+        b.buf.truncate(n);
         b.written.truncate(n);
         b.tail = b.head + b.written.len();
     }
@@ -256,7 +255,7 @@ impl Runner {
                 let packet = if a.index(2) == 0 {
                     o.packet.slice(start..end)
                 } else {
-                    o.packet.try_slice(start..end).unwrap()
+                    Packet::slice(&o.packet, start..end)
                 };
                 let data = o.data[start..end].to_vec();
                 Obj::Owned(OwnedObj {
@@ -306,7 +305,7 @@ impl Runner {
             }
             Obj::Packet(p) => {
                 let at = n.index(p.data.len() + 1);
-                let packet = p.packet.try_split_to(at).unwrap();
+                let packet = p.packet.split_to(at);
                 let data: Vec<u8> = p.data.drain(..at).collect();
                 let pooled = p.pooled.as_mut().map(|(t, offset)| {
                     let head = (t.another(), *offset);
@@ -343,7 +342,7 @@ impl Runner {
             }
             Obj::Packet(p) => {
                 let at = n.index(p.data.len() + 1);
-                let packet = p.packet.try_split_off(at).unwrap();
+                let packet = p.packet.split_off(at);
                 let data = p.data.split_off(at);
                 let pooled = p
                     .pooled
@@ -453,7 +452,7 @@ impl Runner {
                 })
             }
             Obj::Owned(o) => {
-                let packet = Packet::from(o.packet);
+                let packet = o.packet;
                 let pooled = Some((o.token, o.offset));
                 Obj::Packet(PacketObj {
                     packet,
@@ -512,7 +511,7 @@ impl Runner {
         obj.make_inexact();
         let (packet, data, owners) = match obj {
             Obj::Buf(b) => (Packet::from(b.buf), b.written, vec![Arc::new(b.token)]),
-            Obj::Owned(o) => (Packet::from(o.packet), o.data, vec![Arc::new(o.token)]),
+            Obj::Owned(o) => (o.packet, o.data, vec![Arc::new(o.token)]),
             Obj::Packet(p) => {
                 let mut owners = p.owners;
                 owners.extend(p.pooled.map(|(token, _)| Arc::new(token)));

@@ -21,7 +21,7 @@ use packetpipe::pipe::{
     pipe, pipe_with, FlushResult, PipeCanceler, PipeOptions, PipeReader, PipeWriter, ReadBuffer,
     DEFAULT_COPY_THRESHOLD,
 };
-use packetpipe::{ByteSegments, Error, OwnedPacket, Packet, Pool};
+use packetpipe::{ByteSegments, Error, Packet, Pool};
 
 #[path = "../kit/mod.rs"]
 mod kit;
@@ -81,8 +81,20 @@ fn chunks_of(buffer: ReadBuffer<'_>) -> Vec<Vec<u8>> {
     buffer.segments().map(<[u8]>::to_vec).collect()
 }
 
-fn pooled(pool: &Pool, data: &[u8]) -> OwnedPacket {
+fn pooled(pool: &Pool, data: &[u8]) -> Packet {
     pool.copy_from_slice(data).unwrap()
+}
+
+/// Whether `packet`'s bytes are held in the value itself: a clone of such a packet is a copy,
+/// which owns its bytes alone (`get_mut` is `Some`), where a clone of any other shares them.
+fn is_inline(packet: &Packet) -> bool {
+    packet.clone().get_mut().is_some()
+}
+
+/// Whether `packet` is the only handle to its pooled block: not inline, and `get_mut` finds no
+/// other handle (a packet over `Bytes` or static bytes never has one).
+fn owns_its_block(packet: &mut Packet) -> bool {
+    !is_inline(packet) && packet.get_mut().is_some()
 }
 
 /// A pipe over its own pool, so that pool statistics belong to this test alone.
@@ -97,7 +109,7 @@ fn pipe_on(pool: &Pool, options: PipeOptions) -> (PipeWriter, PipeReader) {
 fn assert_peer_error(error: &Error, side: &str, message: &str) {
     match error {
         Error::Peer { side: s, source } => {
-            assert_eq!(*s, side, "{error}");
+            assert_eq!(s.to_string(), side, "{error}");
             assert_eq!(source.to_string(), message, "{error}");
         }
         other => panic!("expected a peer error from the {side}, got {other:?}"),

@@ -23,7 +23,7 @@ fn read_buffer_len_is_empty_and_get() {
     assert_eq!(buffer.peek_be::<u8>(3), Some(b'l'));
     assert_eq!(buffer.peek_be::<u8>(11), Some(b'!'));
     assert_eq!(buffer.peek_be::<u8>(12), None);
-    assert_eq!(ByteSegments::byte_len(&buffer), 12);
+    assert_eq!(ByteSegments::len(&buffer), 12);
     let empty = buffer.slice(4..4);
     assert!(empty.is_empty() && empty.peek_be::<u8>(0).is_none());
     assert_eq!(empty.segments().count(), 0);
@@ -121,7 +121,7 @@ fn read_buffer_to_vec_slice_and_copy_prefix() {
         panic.downcast_ref::<String>().map(String::as_str),
         Some(
             Error::OutOfRange {
-                operation: "slice",
+                operation: packetpipe::Operation::Slice,
                 start: 5,
                 end: 13,
                 len: 12

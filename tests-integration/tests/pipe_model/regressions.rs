@@ -19,7 +19,16 @@ fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
     writer.write_slice(b"abc").unwrap();
     writer.complete_with_error("boom");
     let err = packetpipe::block_on(reader.read_at_least(4)).unwrap_err();
-    assert!(matches!(err, Error::Peer { side: "writer", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Peer {
+                side: packetpipe::Side::Writer,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let result = reader
         .read_blocking()
         .expect("the bytes flushed before the error");
@@ -27,7 +36,16 @@ fn read_at_least_returns_the_writers_error_when_fewer_bytes_arrived() {
     assert!(!result.is_completed);
     reader.advance_to(3, 3).unwrap();
     let err = packetpipe::block_on(reader.read_at_least(4)).unwrap_err();
-    assert!(matches!(err, Error::Peer { side: "writer", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Peer {
+                side: packetpipe::Side::Writer,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 /// `poll_read` is the poll form of `read` (adapters are thin layers over it), so a read that

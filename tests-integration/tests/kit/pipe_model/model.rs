@@ -81,7 +81,7 @@ pub(crate) fn check_error(actual: &Error, expected: &Expect) {
             },
         ) => (skip, requested, len) == (s, r, l),
         (Error::Peer { side, source }, Expect::Peer { side: s, message }) => {
-            side == s
+            side.to_string() == *s
                 && source.to_string() == *message
                 && actual.to_string() == format!("the {s} completed with an error")
         }

@@ -1,20 +1,22 @@
 //! Idle eviction: blocks the depot has kept unused for the pool's idle time are freed, and the
-//! statistics say how much went back. The clock is passed in (`evict_idle_at`), never slept on.
+//! statistics say how much went back. The clock is passed in (`Pool::evict_idle_at`, a test-only
+//! hook), never slept on.
 
 use std::time::{Duration, Instant};
 
-use packetpipe::Pool;
+use crate::{Pool, PoolOptions};
 
 const IDLE: Duration = Duration::from_secs(5);
 
 /// A pool whose returns all go to the shared depot (no thread caching), so what is retained is
 /// what eviction can see.
 fn depot_pool() -> Pool {
-    Pool::builder()
-        .max_thread_cache_bytes(0)
-        .idle_eviction(Some(IDLE))
-        .build()
-        .unwrap()
+    Pool::with_options(PoolOptions {
+        max_thread_cache_bytes: 0,
+        idle_eviction: Some(IDLE),
+        ..PoolOptions::default()
+    })
+    .unwrap()
 }
 
 #[test]
@@ -64,11 +66,12 @@ fn blocks_in_use_again_are_kept() {
 
 #[test]
 fn eviction_off_keeps_blocks_until_trimmed() {
-    let pool = Pool::builder()
-        .max_thread_cache_bytes(0)
-        .idle_eviction(None)
-        .build()
-        .unwrap();
+    let pool = Pool::with_options(PoolOptions {
+        max_thread_cache_bytes: 0,
+        idle_eviction: None,
+        ..PoolOptions::default()
+    })
+    .unwrap();
     drop(pool.rent(4096).unwrap());
     assert_eq!(
         pool.evict_idle_at(Instant::now() + Duration::from_secs(3600)),
