@@ -52,19 +52,17 @@ pub const COPY_OUT_UP_TO: usize = 1024;
 /// backpressure beyond 1 MiB of unwritten replies (a batch of large GETs flushes without
 /// waiting), up to 64 segments per vectored write.
 pub fn connection_options() -> ConnectionOptions {
-    ConnectionOptions::new()
-        .input(
-            PipeOptions::new()
-                .min_segment_size(READ_SEGMENT)
-                .pause_threshold(1 << 20)
-                .resume_threshold(512 << 10),
-        )
-        .output(
-            PipeOptions::new()
-                .pause_threshold(1 << 20)
-                .resume_threshold(512 << 10),
-        )
-        .max_write_segments(64)
+    ConnectionOptions {
+        input: PipeOptions::new()
+            .min_segment_size(READ_SEGMENT)
+            .pause_threshold(1 << 20)
+            .resume_threshold(512 << 10),
+        output: PipeOptions::new()
+            .pause_threshold(1 << 20)
+            .resume_threshold(512 << 10),
+        max_write_segments: 64,
+        ..Default::default()
+    }
 }
 
 /// Serve one client: the duplex connection (inline: the session's reads read the socket and its

@@ -115,24 +115,20 @@ mod transport;
 pub mod uring;
 
 pub use connection::{
-    Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
+    Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
 };
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-pub use drain::Drain;
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-pub use fill::Fill;
+pub use drain::{DEFAULT_MAX_WRITE_SEGMENTS, MAX_WRITE_SEGMENTS};
+pub use join::{join, Join};
 
-/// Marker for the futures over tokio's I/O traits: [`Fill`] and [`Drain`] with it are
-/// `io::tokio::{Fill, Drain}`.
+/// Flavor of the pumps and shared streams over tokio's I/O traits.
 #[cfg(feature = "tokio")]
 #[derive(Debug)]
-pub enum Tokio {}
+pub(crate) enum Tokio {}
 
-/// Marker for the futures over futures-io's traits: [`Fill`] and [`Drain`] with it are
-/// `io::futures::{Fill, Drain}`.
+/// Flavor of the pumps and shared streams over futures-io's traits.
 #[cfg(feature = "futures-io")]
 #[derive(Debug)]
-pub enum FuturesIo {}
-pub use drain::{drain_blocking, DEFAULT_MAX_WRITE_SEGMENTS, MAX_WRITE_SEGMENTS};
-pub use fill::fill_blocking;
-pub use join::{join, Join};
+pub(crate) enum FuturesIo {}
+
+#[cfg(all(test, feature = "tokio", feature = "futures-io"))]
+mod pump_tests;

@@ -32,7 +32,7 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::byte_stream::io_error;
 use super::connection::{
-    Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
+    Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
 };
 use super::drain::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
@@ -248,7 +248,10 @@ impl Shared {
 
     /// The connection future's poll: write what flushes left, shut down when the application's
     /// output ended, return once both directions have ended.
-    pub(crate) fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<End, ConnectionError>> {
+    pub(crate) fn poll_drive(
+        &self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<ConnectionEnd, ConnectionError>> {
         self.register_driver(cx);
         if !self.output_done.load(Ordering::Acquire) {
             let _ = lock(&self.output).drive(self, Some(cx));
@@ -257,7 +260,7 @@ impl Shared {
             let mut end = lock(&self.end);
             return Poll::Ready(match end.error.take() {
                 Some(error) => Err(error),
-                None => Ok(End {
+                None => Ok(ConnectionEnd {
                     peer_closed: end.peer_closed,
                     received: end.received,
                     sent: end.sent,

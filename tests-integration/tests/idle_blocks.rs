@@ -72,10 +72,12 @@ mod forward {
             let pool = Pool::builder().build().unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
-            let options = ConnectionOptions::new()
-                .input(PipeOptions::new().pool(pool.clone()))
-                .output(PipeOptions::new().pool(pool.clone()))
-                .keep_blocks_idle(keep);
+            let options = ConnectionOptions {
+                input: PipeOptions::new().pool(pool.clone()),
+                output: PipeOptions::new().pool(pool.clone()),
+                keep_blocks_idle: keep,
+                ..Default::default()
+            };
             let server = tokio::spawn(async move {
                 let (socket, _) = listener.accept().await.unwrap();
                 let (app, connection) = packetpipe::io::tokio::connection_with(socket, options);

@@ -76,9 +76,11 @@ fn idle_duplex_connections_hold_little_heap_and_no_pooled_block() {
             sockets.push(socket);
         }
         let pool = Pool::new();
-        let options = ConnectionOptions::new()
-            .input(PipeOptions::new().pool(pool.clone()))
-            .output(PipeOptions::new().pool(pool.clone()));
+        let options = ConnectionOptions {
+            input: PipeOptions::new().pool(pool.clone()),
+            output: PipeOptions::new().pool(pool.clone()),
+            ..Default::default()
+        };
         let mut apps: Vec<DuplexPipe> = Vec::with_capacity(n);
         let before = counting_alloc::live_bytes();
 

@@ -48,7 +48,11 @@ pub fn connection_options(pool: &Pool) -> ConnectionOptions {
             .pause_threshold(64 * 1024)
             .resume_threshold(16 * 1024)
     };
-    ConnectionOptions::new().input(pipe()).output(pipe())
+    ConnectionOptions {
+        input: pipe(),
+        output: pipe(),
+        ..Default::default()
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
