@@ -8,6 +8,8 @@
 //! Two transports behind the same types (the `io` module docs say when to choose which):
 //! inline (the default: the application's reader reads the socket and its flushes write it,
 //! `transport.rs`) and pumped (two pump futures between the socket and the pipes, `pumped.rs`).
+//! Both transports name this module and not the other way round: the inline transport's state
+//! reaches [`Connection`] as an [`InlineState`].
 
 use std::future::Future;
 use std::io;
@@ -16,7 +18,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::drain::DEFAULT_MAX_WRITE_SEGMENTS;
-use super::transport::Shared;
 use crate::pipe::{PipeOptions, PipeReader, PipeWriter};
 
 /// The application's side of a duplex connection: read what the peer sent, write what to send.
@@ -197,6 +198,20 @@ pub struct ConnectionEnd {
     pub sent: u64,
 }
 
+/// What the [`Connection`] future asks of the inline transport's shared state (`transport.rs`).
+pub(crate) trait InlineState: Send + Sync {
+    /// The connection future's poll: write what flushes left, shut down when the application's
+    /// output ended, return once both directions have ended.
+    fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<ConnectionEnd, ConnectionError>>;
+
+    /// Write what flushes left, with `cx` woken by the stream: `Ready` once nothing is left
+    /// (`closed`: once the output ended).
+    fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()>;
+
+    /// The connection's future was dropped before the end: cut both directions.
+    fn abort(&self);
+}
+
 /// The future of a duplex connection's end: `Ok(ConnectionEnd)` once both directions ended cleanly, or the
 /// first error of either, with its origin and position ([`ConnectionError`]).
 ///
@@ -218,14 +233,14 @@ pub struct Connection {
 }
 
 enum Inner {
-    Inline(Arc<Shared>),
+    Inline(Arc<dyn InlineState>),
     #[cfg(any(feature = "tokio", feature = "futures-io"))]
     Pumped(Pin<Box<dyn Future<Output = Result<ConnectionEnd, ConnectionError>> + Send>>),
     Done,
 }
 
 impl Connection {
-    pub(crate) fn inline(shared: Arc<Shared>) -> Connection {
+    pub(crate) fn inline(shared: Arc<dyn InlineState>) -> Connection {
         Connection {
             inner: Inner::Inline(shared),
             abort_on_drop: true,

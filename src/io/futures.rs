@@ -1,9 +1,9 @@
 //! futures-io: `AsyncRead + AsyncBufRead` for [`PipeReader`], `AsyncWrite` for [`PipeWriter`], and
-//! the pumps and the duplex connection over futures-io's traits (feature `futures-io`; for
+//! the duplex connection over futures-io's traits (feature `futures-io`; for
 //! async-std, smol and other runtimes built on them).
 //!
 //! The behaviour is that of the tokio flavor (`packetpipe::io::tokio`, see also the [`io`](super)
-//! module docs): the same pump and connection code, over the other traits.
+//! module docs): the same connection code, over the other traits.
 //!
 //! ```
 //! use futures::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,5 +1,5 @@
 //! tokio: `AsyncRead + AsyncBufRead` for [`PipeReader`], `AsyncWrite` for [`PipeWriter`], and the
-//! pumps and the duplex connection over tokio's I/O traits (feature `tokio`).
+//! duplex connection over tokio's I/O traits (feature `tokio`).
 //!
 //! A tokio echo server on the duplex connection:
 //!
@@ -21,11 +21,34 @@
 //! # });
 //! let (tcp, _) = listener.accept().await?;
 //! let (mut app, connection) = packetpipe::io::tokio::connection(tcp);
-//! tokio::spawn(connection); // both pumps; returns when both directions have ended
+//! tokio::spawn(connection); // returns when both directions have ended
 //! // The application: echo every byte back, straight from the input's segments.
 //! tokio::io::copy_buf(&mut app.reader, &mut app.writer).await?;
 //! app.writer.shutdown().await?; // completes the output: the socket's write side closes
 //! # assert_eq!(client.await.unwrap()?, b"ping");
+//! # Ok(())
+//! # })
+//! # }
+//! ```
+//!
+//! A one-way source (a file, a child process's stdout) needs no connection: the writer is a
+//! [`bytes::BufMut`], so `read_buf` reads straight into its pooled block, and a flush publishes
+//! the bytes (waiting while the reader lags by the pause threshold):
+//!
+//! ```
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let (mut writer, mut reader) = packetpipe::pipe();
+//! let mut source: &[u8] = b"from any tokio AsyncRead"; // a File, a ChildStdout, ...
+//! while source.read_buf(&mut writer).await? > 0 {
+//!     writer.flush().await?;
+//! }
+//! writer.shutdown().await?; // completes the writer: the reader sees the end of the stream
+//! let mut got = Vec::new();
+//! reader.read_to_end(&mut got).await?;
+//! assert_eq!(got, b"from any tokio AsyncRead");
 //! # Ok(())
 //! # })
 //! # }

@@ -33,6 +33,7 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use super::byte_stream::io_error;
 use super::connection::{
     Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
+    InlineState,
 };
 use super::drain::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
@@ -230,9 +231,18 @@ impl Shared {
         }
     }
 
-    /// Write what flushes left, with `cx` woken by the stream: `Ready` once nothing is left
-    /// (`closed`: once the output ended).
-    pub(crate) fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()> {
+    /// A flush's write: what the stream takes now; the rest (and a shutdown that cannot be done
+    /// at once) is left to the connection's future, which is woken for it.
+    fn deliver(&self, finish: bool) {
+        let pending = lock(&self.output).drive(self, None).is_pending();
+        if pending || finish {
+            self.wake_driver();
+        }
+    }
+}
+
+impl InlineState for Shared {
+    fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()> {
         self.register_driver(cx);
         let drained = if self.output_done.load(Ordering::Acquire) {
             Poll::Ready(())
@@ -246,12 +256,7 @@ impl Shared {
         }
     }
 
-    /// The connection future's poll: write what flushes left, shut down when the application's
-    /// output ended, return once both directions have ended.
-    pub(crate) fn poll_drive(
-        &self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<ConnectionEnd, ConnectionError>> {
+    fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<ConnectionEnd, ConnectionError>> {
         self.register_driver(cx);
         if !self.output_done.load(Ordering::Acquire) {
             let _ = lock(&self.output).drive(self, Some(cx));
@@ -270,8 +275,7 @@ impl Shared {
         Poll::Pending
     }
 
-    /// The connection's future was dropped before the end: cut both directions.
-    pub(crate) fn abort(&self) {
+    fn abort(&self) {
         if self.input_done.load(Ordering::Acquire) && self.output_done.load(Ordering::Acquire) {
             return;
         }
@@ -285,15 +289,6 @@ impl Shared {
             }
         }
         self.reader.wake_reader();
-    }
-
-    /// A flush's write: what the stream takes now; the rest (and a shutdown that cannot be done
-    /// at once) is left to the connection's future, which is woken for it.
-    fn deliver(&self, finish: bool) {
-        let pending = lock(&self.output).drive(self, None).is_pending();
-        if pending || finish {
-            self.wake_driver();
-        }
     }
 }
 

@@ -415,3 +415,17 @@ fn framed_forward_finishes_writing_a_reply_the_socket_took_in_parts() {
         echo.await.unwrap();
     });
 }
+
+/// A blocking connection has the inline transport only: asking it for the pumped one is a
+/// programmer error, not an option silently ignored.
+#[test]
+#[should_panic(expected = "ConnectionOptions::pumped is true, but a blocking connection")]
+fn a_blocking_connection_rejects_the_pumped_transport() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let options = ConnectionOptions {
+        pumped: true,
+        ..Default::default()
+    };
+    let _ = packetpipe::io::blocking::connection_with(client, options);
+}

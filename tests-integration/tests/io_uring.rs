@@ -762,3 +762,17 @@ fn an_idle_connection_holds_no_block_and_little_heap() {
     server.stop();
     assert_eq!(pool.stats().outstanding, 0);
 }
+
+/// The driver moves the bytes itself: asking it for the pumped transport is a programmer error,
+/// rejected before the ring is set up (so also where io_uring is unavailable).
+#[test]
+#[should_panic(expected = "ConnectionOptions::pumped is true, but the io_uring driver")]
+fn the_driver_rejects_the_pumped_transport() {
+    let _ = Driver::with_options(DriverOptions {
+        connection: ConnectionOptions {
+            pumped: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+}
