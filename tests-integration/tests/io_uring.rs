@@ -725,7 +725,7 @@ fn an_idle_connection_holds_no_block_and_little_heap() {
     let buffers = 64;
     let Some(server) = serve(
         DriverOptions {
-            buffers: buffers,
+            buffers,
             ..options(&pool)
         },
         app,
