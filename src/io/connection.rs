@@ -17,7 +17,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::drain::DEFAULT_MAX_WRITE_SEGMENTS;
 use crate::pipe::{PipeOptions, PipeReader, PipeWriter};
 
 /// The application's side of a duplex connection: read what the peer sent, write what to send.
@@ -31,6 +30,13 @@ pub struct DuplexPipe {
     /// Bytes to send; completing it shuts down the stream's write side after the last byte.
     pub writer: PipeWriter,
 }
+
+/// Default number of segments handed to one vectored write.
+pub const DEFAULT_MAX_WRITE_SEGMENTS: usize = 16;
+
+/// Upper bound on segments per vectored write (the `IoSlice` array lives on the stack; Linux's
+/// `IOV_MAX` is 1024, but a write rarely takes more than a few dozen).
+pub const MAX_WRITE_SEGMENTS: usize = 64;
 
 /// Settings of a duplex connection: plain data, built with struct update syntax so that a
 /// configuration keeps compiling when fields are added.
@@ -65,8 +71,8 @@ pub struct ConnectionOptions {
     /// socket that does not take the bytes leaves buffered before the application's flush waits.
     /// Default: [`PipeOptions::default()`].
     pub output: PipeOptions,
-    /// Segments handed to one vectored write of the stream, 1 to [`MAX_WRITE_SEGMENTS`](super::MAX_WRITE_SEGMENTS) (a value
-    /// outside is clamped into that range). Default: [`DEFAULT_MAX_WRITE_SEGMENTS`](super::DEFAULT_MAX_WRITE_SEGMENTS) (16).
+    /// Segments handed to one vectored write of the stream, 1 to [`MAX_WRITE_SEGMENTS`] (a value
+    /// outside is clamped into that range). Default: [`DEFAULT_MAX_WRITE_SEGMENTS`] (16).
     pub max_write_segments: usize,
     /// The pumped transport instead of the inline one: two pump futures, run by the
     /// [`Connection`] future, move the bytes between the stream and the pipes, so the application

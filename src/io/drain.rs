@@ -9,15 +9,11 @@ use std::io::{self, IoSlice};
 use std::task::{ready, Context, Poll};
 
 use super::byte_stream::poll_ready;
+#[cfg(test)]
+use super::connection::DEFAULT_MAX_WRITE_SEGMENTS;
+use super::connection::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
 use crate::pipe::PipeReader;
-
-/// Default number of segments handed to one vectored write.
-pub const DEFAULT_MAX_WRITE_SEGMENTS: usize = 16;
-
-/// Upper bound on segments per vectored write (the `IoSlice` array lives on the stack; Linux's
-/// `IOV_MAX` is 1024, but a write rarely takes more than a few dozen).
-pub const MAX_WRITE_SEGMENTS: usize = 64;
 
 /// What a drain pump writes to: one flavor's vectored write and flush.
 pub(crate) trait Sink {

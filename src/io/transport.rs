@@ -33,9 +33,8 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use super::byte_stream::io_error;
 use super::connection::{
     Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
-    InlineState,
+    InlineState, MAX_WRITE_SEGMENTS,
 };
-use super::drain::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
 use crate::pipe::transport::{Deliver, Refill};
 use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
