@@ -52,19 +52,21 @@ pub const COPY_OUT_UP_TO: usize = 1024;
 /// backpressure beyond 1 MiB of unwritten replies (a batch of large GETs flushes without
 /// waiting), up to 64 segments per vectored write.
 pub fn connection_options() -> ConnectionOptions {
-    ConnectionOptions::new()
-        .input(PipeOptions {
+    ConnectionOptions {
+        input: PipeOptions {
             min_segment_size: READ_SEGMENT,
             pause_threshold: 1 << 20,
             resume_threshold: 512 << 10,
             ..Default::default()
-        })
-        .output(PipeOptions {
+        },
+        output: PipeOptions {
             pause_threshold: 1 << 20,
             resume_threshold: 512 << 10,
             ..Default::default()
-        })
-        .max_write_segments(64)
+        },
+        max_write_segments: 64,
+        ..Default::default()
+    }
 }
 
 /// Serve one client: the duplex connection (inline: the session's reads read the socket and its

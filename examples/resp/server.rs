@@ -127,9 +127,11 @@ pub fn run(
     }
     #[cfg(all(feature = "io-uring", target_os = "linux"))]
     if config.uring {
-        let driver = packetpipe::io::uring::Driver::builder()
-            .connection_options(pipe_server::connection_options())
-            .build();
+        let driver =
+            packetpipe::io::uring::Driver::with_options(packetpipe::io::uring::DriverOptions {
+                connection: pipe_server::connection_options(),
+                ..Default::default()
+            });
         match driver {
             Ok(driver) => return run_uring(driver, listener, config, stats, shutdown),
             Err(e) => eprintln!("io_uring is unavailable ({e}): serving on the epoll transport"),

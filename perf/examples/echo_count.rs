@@ -39,7 +39,10 @@ async fn serve_forward(socket: TcpStream) -> std::io::Result<()> {
 /// (`ConnectionOptions::keep_blocks_idle`).
 async fn serve_keep(socket: TcpStream) -> Result<(), packetpipe::frame::FrameError> {
     let _ = socket.set_nodelay(true);
-    let options = packetpipe::io::ConnectionOptions::new().keep_blocks_idle(true);
+    let options = packetpipe::io::ConnectionOptions {
+        keep_blocks_idle: true,
+        ..Default::default()
+    };
     let (app, connection) = packetpipe::io::tokio::connection_with(socket, options);
     let codec = packetpipe::frame::LengthDelimited::builder()
         .max_frame_length(1 << 20)

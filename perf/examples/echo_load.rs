@@ -273,7 +273,11 @@ impl ServerThread {
                     Ok("interrupting") => packetpipe::io::uring::TaskRun::Interrupting,
                     _ => packetpipe::io::uring::TaskRun::Deferred,
                 };
-                let mut driver = match Driver::builder().task_run(task_run).build() {
+                let options = packetpipe::io::uring::DriverOptions {
+                    task_run,
+                    ..Default::default()
+                };
+                let mut driver = match Driver::with_options(options) {
                     Ok(driver) => driver,
                     Err(e) => {
                         eprintln!("io_uring is unavailable ({e}): no io_uring server");

@@ -46,7 +46,7 @@ pub(crate) fn serve_packetpipe(tcp: TcpStream) -> Result<(), BoxError> {
         out.send_blocking(frame?)?;
     }
     drop((frames, out)); // the write side closes after the last byte
-    connection.wait()?;
+    packetpipe::block_on(connection)?;
     Ok(())
 }
 

@@ -9,7 +9,8 @@
 //! a connection blocked waiting for its peer holds no pooled block; bytes of a frame in progress
 //! are read straight into the pipe's block.
 //!
-//! [`Connection::wait`] returns how the connection ended, once both directions have. The
+//! [`block_on(connection)`](crate::block_on) returns how the connection ended, once both
+//! directions have. The
 //! reads and flushes here block rather than return futures; the futures of the pipe ends, if
 //! used on such a connection, keep their cancel safety (a read that is dropped consumed nothing),
 //! but each poll may block its thread in the stream's read or write.
@@ -39,8 +40,8 @@
 //!     out.send_blocking(frame?)?;
 //! }
 //! drop((frames, out)); // the write side closes after the last byte
-//! let end = connection.wait()?;
-//! assert!(end.peer_closed());
+//! let end = packetpipe::block_on(connection)?;
+//! assert!(end.peer_closed);
 //! assert_eq!(client.join().unwrap()?, b"\x00\x00\x00\x05hello");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -185,17 +186,27 @@ impl<R: Read + Send + Sync + 'static, W: Write + Send + Sync + 'static> Stream f
 }
 
 /// A blocking duplex connection over `stream` with default options: the application's
-/// [`DuplexPipe`] and the [`Connection`] whose [`wait`](Connection::wait) says how it ended. The
-/// [module docs](self) have an example.
+/// [`DuplexPipe`] and the [`Connection`], which [`block_on`](crate::block_on) runs until it says
+/// how the connection ended. The [module docs](self) have an example.
 pub fn connection(stream: impl Stream) -> (DuplexPipe, Connection) {
-    connection_with(stream, ConnectionOptions::new())
+    connection_with(stream, ConnectionOptions::default())
 }
 
-/// [`connection`] with the given options (the pumped transport is for the async flavors only:
-/// the option is ignored here).
+/// [`connection`] with the given options.
+///
+/// # Panics
+///
+/// If `options.pumped` is set: the pumped transport needs an async flavor (`io::tokio`,
+/// `io::futures`); a blocking connection is always inline.
+#[track_caller]
 pub fn connection_with(
     stream: impl Stream,
     options: ConnectionOptions,
 ) -> (DuplexPipe, Connection) {
+    assert!(
+        !options.pumped,
+        "ConnectionOptions::pumped is true, but a blocking connection has the inline transport \
+         only (the pumped one needs io::tokio or io::futures)"
+    );
     stream.connect(options)
 }

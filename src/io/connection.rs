@@ -8,6 +8,8 @@
 //! Two transports behind the same types (the `io` module docs say when to choose which):
 //! inline (the default: the application's reader reads the socket and its flushes write it,
 //! `transport.rs`) and pumped (two pump futures between the socket and the pipes, `pumped.rs`).
+//! Both transports name this module and not the other way round: the inline transport's state
+//! reaches [`Connection`] as an [`InlineState`].
 
 use std::future::Future;
 use std::io;
@@ -15,9 +17,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::drain::DEFAULT_MAX_WRITE_SEGMENTS;
-use super::transport::Shared;
-use crate::pipe::{block_on, PipeOptions, PipeReader, PipeWriter};
+use crate::pipe::{PipeOptions, PipeReader, PipeWriter};
 
 /// The application's side of a duplex connection: read what the peer sent, write what to send.
 ///
@@ -31,77 +31,55 @@ pub struct DuplexPipe {
     pub writer: PipeWriter,
 }
 
-/// Settings of a duplex connection.
+/// Default number of segments handed to one vectored write.
+pub const DEFAULT_MAX_WRITE_SEGMENTS: usize = 16;
+
+/// Upper bound on segments per vectored write (the `IoSlice` array lives on the stack; Linux's
+/// `IOV_MAX` is 1024, but a write rarely takes more than a few dozen).
+pub const MAX_WRITE_SEGMENTS: usize = 64;
+
+/// Settings of a duplex connection: plain data, built with struct update syntax so that a
+/// configuration keeps compiling when fields are added.
 ///
 /// ```
 /// use packetpipe::io::ConnectionOptions;
-/// use packetpipe::pipe::PipeOptions;
+/// use packetpipe::PipeOptions;
 ///
-/// let options = ConnectionOptions::new()
-///     .input(PipeOptions { pause_threshold: 1 << 20, min_segment_size: 16 * 1024, ..Default::default() })
-///     .output(PipeOptions { pause_threshold: 256 * 1024, ..Default::default() })
-///     .max_write_segments(32);
-/// # drop(options);
+/// let options = ConnectionOptions {
+///     output: PipeOptions::default(),
+///     max_write_segments: 32,
+///     keep_blocks_idle: true,
+///     ..Default::default()
+/// };
+/// assert!(!options.pumped);
 /// ```
+///
+/// What each transport honours: the blocking connection (`io::blocking`) has the inline
+/// transport only, so it rejects `pumped: true` (its `connection_with` panics, naming the
+/// option); the io_uring driver receives into its provided-buffer ring, so the input pipe's
+/// `min_segment_size` does not size its reads there (the ring's `buffer_size` does), and it
+/// writes with its own submissions, so `pumped` does not apply either (see
+/// [`DriverOptions::connection`](crate::io::uring::DriverOptions::connection)).
 #[derive(Clone, Debug)]
 pub struct ConnectionOptions {
-    pub(crate) input: PipeOptions,
-    pub(crate) output: PipeOptions,
-    pub(crate) max_write_segments: usize,
-    pub(crate) pumped: bool,
-    pub(crate) keep_blocks_idle: bool,
-}
-
-impl Default for ConnectionOptions {
-    fn default() -> ConnectionOptions {
-        ConnectionOptions {
-            input: PipeOptions::default(),
-            output: PipeOptions::default(),
-            max_write_segments: DEFAULT_MAX_WRITE_SEGMENTS,
-            pumped: false,
-            keep_blocks_idle: false,
-        }
-    }
-}
-
-impl ConnectionOptions {
-    /// Default pipes both ways ([`PipeOptions::default`]), 16 segments per vectored write, the inline
-    /// transport.
-    pub fn new() -> ConnectionOptions {
-        ConnectionOptions::default()
-    }
-
     /// Options of the input pipe (stream -> application). Its minimum segment size is the size of
     /// each socket read; its pause threshold bounds what the pumped transport buffers for a slow
-    /// application (the inline one reads only when the application asks for more).
-    pub fn input(mut self, options: PipeOptions) -> Self {
-        self.input = options;
-        self
-    }
-
+    /// application (the inline one reads only when the application asks for more). Default:
+    /// [`PipeOptions::default()`].
+    pub input: PipeOptions,
     /// Options of the output pipe (application -> stream): its pause threshold bounds what a
     /// socket that does not take the bytes leaves buffered before the application's flush waits.
-    pub fn output(mut self, options: PipeOptions) -> Self {
-        self.output = options;
-        self
-    }
-
-    /// Segments handed to one vectored write of the stream (1 to
-    /// [`MAX_WRITE_SEGMENTS`](super::MAX_WRITE_SEGMENTS)).
-    pub fn max_write_segments(mut self, segments: usize) -> Self {
-        self.max_write_segments = segments;
-        self
-    }
-
+    /// Default: [`PipeOptions::default()`].
+    pub output: PipeOptions,
+    /// Segments handed to one vectored write of the stream, 1 to [`MAX_WRITE_SEGMENTS`] (a value
+    /// outside is clamped into that range). Default: [`DEFAULT_MAX_WRITE_SEGMENTS`] (16).
+    pub max_write_segments: usize,
     /// The pumped transport instead of the inline one: two pump futures, run by the
     /// [`Connection`] future, move the bytes between the stream and the pipes, so the application
     /// may read and write from other threads or tasks than the one that runs the connection (a
-    /// socket served on one thread and parsed on another). Only for the async flavors.
-    pub fn pumped(mut self, pumped: bool) -> Self {
-        self.pumped = pumped;
-        self
-    }
-
+    /// socket served on one thread and parsed on another). Async flavors only (`io::tokio`,
+    /// `io::futures`); the blocking connection rejects it. Default: `false`.
+    pub pumped: bool,
     /// Keep the connection's receive and send blocks while it waits for its peer (inline
     /// transport). By default an idle connection holds no pooled block: its reader gives the
     /// receive block back when it waits with nothing unconsumed, and its writer the send block,
@@ -111,10 +89,21 @@ impl ConnectionOptions {
     /// per message (an echo server of 68-byte messages: 3,168 against 2,961 kept, measured with
     /// callgrind), and a blocking connection reads through a per-thread scratch meanwhile (one
     /// more copy). Kept, an idle connection holds its two blocks, a segment each (4 KiB with the
-    /// default options), and saves that per message.
-    pub fn keep_blocks_idle(mut self, keep: bool) -> Self {
-        self.keep_blocks_idle = keep;
-        self
+    /// default options), and saves that per message. Default: `false`.
+    pub keep_blocks_idle: bool,
+}
+
+impl Default for ConnectionOptions {
+    /// Default pipes both ways, 16 segments per vectored write, the inline transport, no blocks
+    /// kept while idle.
+    fn default() -> ConnectionOptions {
+        ConnectionOptions {
+            input: PipeOptions::default(),
+            output: PipeOptions::default(),
+            max_write_segments: DEFAULT_MAX_WRITE_SEGMENTS,
+            pumped: false,
+            keep_blocks_idle: false,
+        }
     }
 }
 
@@ -134,7 +123,9 @@ pub enum ErrorOrigin {
 }
 
 /// How a connection failed: the first error of either direction, where it came from, and at
-/// which byte of its direction.
+/// which byte of its direction. The underlying [`io::Error`] is its
+/// [`source()`](std::error::Error::source) (its text is not repeated in this error's `Display`);
+/// `io::Error::from(e)` gives an I/O error of the same kind wrapping it.
 #[derive(Debug)]
 pub struct ConnectionError {
     origin: ErrorOrigin,
@@ -167,16 +158,6 @@ impl ConnectionError {
     /// [`Output`](ErrorOrigin::Output): the bytes written to the stream before it.
     pub fn position(&self) -> u64 {
         self.position
-    }
-
-    /// The underlying error.
-    pub fn get_ref(&self) -> &io::Error {
-        &self.error
-    }
-
-    /// The underlying error, by value.
-    pub fn into_inner(self) -> io::Error {
-        self.error
     }
 }
 
@@ -211,39 +192,39 @@ impl From<ConnectionError> for io::Error {
     }
 }
 
-/// How a connection ended without an error.
+/// How a connection ended without an error: the `Ok` of a [`Connection`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct End {
-    pub(crate) peer_closed: bool,
-    pub(crate) received: u64,
-    pub(crate) sent: u64,
-}
-
-impl End {
+pub struct ConnectionEnd {
     /// Whether the peer ended its stream (end of file): `false` when the application stopped
     /// reading first (dropped or completed its reader).
-    pub fn peer_closed(&self) -> bool {
-        self.peer_closed
-    }
-
+    pub peer_closed: bool,
     /// Bytes received from the stream.
-    pub fn received(&self) -> u64 {
-        self.received
-    }
-
+    pub received: u64,
     /// Bytes written to the stream.
-    pub fn sent(&self) -> u64 {
-        self.sent
-    }
+    pub sent: u64,
 }
 
-/// The future of a duplex connection's end: `Ok(End)` once both directions ended cleanly, or the
+/// What the [`Connection`] future asks of the inline transport's shared state (`transport.rs`).
+pub(crate) trait InlineState: Send + Sync {
+    /// The connection future's poll: write what flushes left, shut down when the application's
+    /// output ended, return once both directions have ended.
+    fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<ConnectionEnd, ConnectionError>>;
+
+    /// Write what flushes left, with `cx` woken by the stream: `Ready` once nothing is left
+    /// (`closed`: once the output ended).
+    fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()>;
+
+    /// The connection's future was dropped before the end: cut both directions.
+    fn abort(&self);
+}
+
+/// The future of a duplex connection's end: `Ok(ConnectionEnd)` once both directions ended cleanly, or the
 /// first error of either, with its origin and position ([`ConnectionError`]).
 ///
 /// Inline transport (the default): the application's reader reads the stream and its flushes
 /// write it; this future writes only what the stream did not take at once (and shuts down the
 /// write side if a flush could not), so it costs nothing while the socket keeps up. Run it (spawn
-/// it, or [`join`](super::join) it with the application, or `wait()` on it in blocking code):
+/// it, or [`join`](super::join) it with the application, or [`block_on`](crate::block_on) it in blocking code):
 /// bytes a full socket did not take are written by it. Pumped transport: it runs both pumps.
 ///
 /// Cancel safety: dropping it before the end cuts the connection: each unfinished direction
@@ -258,14 +239,14 @@ pub struct Connection {
 }
 
 enum Inner {
-    Inline(Arc<Shared>),
+    Inline(Arc<dyn InlineState>),
     #[cfg(any(feature = "tokio", feature = "futures-io"))]
-    Pumped(Pin<Box<dyn Future<Output = Result<End, ConnectionError>> + Send>>),
+    Pumped(Pin<Box<dyn Future<Output = Result<ConnectionEnd, ConnectionError>> + Send>>),
     Done,
 }
 
 impl Connection {
-    pub(crate) fn inline(shared: Arc<Shared>) -> Connection {
+    pub(crate) fn inline(shared: Arc<dyn InlineState>) -> Connection {
         Connection {
             inner: Inner::Inline(shared),
             abort_on_drop: true,
@@ -274,17 +255,12 @@ impl Connection {
 
     #[cfg(any(feature = "tokio", feature = "futures-io"))]
     pub(crate) fn pumped(
-        future: impl Future<Output = Result<End, ConnectionError>> + Send + 'static,
+        future: impl Future<Output = Result<ConnectionEnd, ConnectionError>> + Send + 'static,
     ) -> Connection {
         Connection {
             inner: Inner::Pumped(Box::pin(future)),
             abort_on_drop: true,
         }
-    }
-
-    /// Whether the connection runs the inline transport.
-    pub fn is_inline(&self) -> bool {
-        matches!(self.inner, Inner::Inline(_))
     }
 
     /// Held by a frame writer, which drives the output: dropping it does not cut the input.
@@ -310,16 +286,10 @@ impl Connection {
             _ => Poll::Ready(()),
         }
     }
-
-    /// Block the calling thread until the connection has ended, running it meanwhile (the
-    /// blocking connections' form of `.await`).
-    pub fn wait(self) -> Result<End, ConnectionError> {
-        block_on(self)
-    }
 }
 
 impl Future for Connection {
-    type Output = Result<End, ConnectionError>;
+    type Output = Result<ConnectionEnd, ConnectionError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let result = match &mut self.inner {

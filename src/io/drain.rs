@@ -9,15 +9,11 @@ use std::io::{self, IoSlice};
 use std::task::{ready, Context, Poll};
 
 use super::byte_stream::poll_ready;
+#[cfg(test)]
+use super::connection::DEFAULT_MAX_WRITE_SEGMENTS;
+use super::connection::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
-use crate::pipe::{block_on, PipeReader};
-
-/// Default number of segments handed to one vectored write.
-pub const DEFAULT_MAX_WRITE_SEGMENTS: usize = 16;
-
-/// Upper bound on segments per vectored write (the `IoSlice` array lives on the stack; Linux's
-/// `IOV_MAX` is 1024, but a write rarely takes more than a few dozen).
-pub const MAX_WRITE_SEGMENTS: usize = 64;
+use crate::pipe::PipeReader;
 
 /// What a drain pump writes to: one flavor's vectored write and flush.
 pub(crate) trait Sink {
@@ -48,11 +44,6 @@ impl DrainState {
             max_segments: max_segments.clamp(1, MAX_WRITE_SEGMENTS),
             finished: false,
         }
-    }
-
-    #[cfg(any(feature = "tokio", feature = "futures-io"))]
-    pub(crate) fn set_max_segments(&mut self, max_segments: usize) {
-        self.max_segments = max_segments.clamp(1, MAX_WRITE_SEGMENTS);
     }
 
     #[cfg(any(feature = "tokio", feature = "futures-io"))]
@@ -176,22 +167,21 @@ fn fail(reader: &mut PipeReader, error: io::Error) -> io::Error {
     shared.to_io_error()
 }
 
-/// Future of a drain pump over one flavor's I/O traits: [`tokio::drain`](super::tokio) (alias
-/// `io::tokio::Drain<'a, W>`) or [`futures::drain`](super::futures) (alias
-/// `io::futures::Drain<'a, W>`).
+/// Future of a drain pump over one flavor's I/O traits, for the pump tests (`tokio::drain`,
+/// `futures::drain`).
 ///
 /// Cancel safety: safe to drop at any await point. Bytes are consumed from the pipe in the same
 /// poll in which the sink accepted them, so none is lost or written twice.
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
+#[cfg(test)]
 #[must_use = "futures do nothing unless polled"]
-pub struct Drain<'a, W: ?Sized, Flavor> {
+pub(crate) struct Drain<'a, W: ?Sized, Flavor> {
     reader: &'a mut PipeReader,
     sink: &'a mut W,
     state: DrainState,
     flavor: std::marker::PhantomData<Flavor>,
 }
 
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
+#[cfg(test)]
 impl<'a, W: ?Sized, Flavor> Drain<'a, W, Flavor> {
     pub(crate) fn new(reader: &'a mut PipeReader, sink: &'a mut W) -> Self {
         Drain {
@@ -203,8 +193,8 @@ impl<'a, W: ?Sized, Flavor> Drain<'a, W, Flavor> {
     }
 
     /// Segments per vectored write (1 to [`MAX_WRITE_SEGMENTS`]; default 16).
-    pub fn max_segments(mut self, segments: usize) -> Self {
-        self.state.set_max_segments(segments);
+    pub(crate) fn max_segments(mut self, segments: usize) -> Self {
+        self.state.max_segments = segments.clamp(1, MAX_WRITE_SEGMENTS);
         self
     }
 
@@ -214,16 +204,11 @@ impl<'a, W: ?Sized, Flavor> Drain<'a, W, Flavor> {
     }
 }
 
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-impl<W: ?Sized, Flavor> std::fmt::Debug for Drain<'_, W, Flavor> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Drain").field("state", &self.state).finish()
-    }
-}
-
 /// A blocking `io::Write` as a drain sink.
+#[cfg(test)]
 struct BlockingSink<'a, W: ?Sized>(&'a mut W);
 
+#[cfg(test)]
 impl<W: io::Write + ?Sized> Sink for BlockingSink<'_, W> {
     fn poll_write_vectored(
         &mut self,
@@ -238,31 +223,16 @@ impl<W: io::Write + ?Sized> Sink for BlockingSink<'_, W> {
     }
 }
 
-/// Drain `reader` into a blocking [`io::Write`] until the writer completes: vectored writes of up
-/// to [`DEFAULT_MAX_WRITE_SEGMENTS`] segments, consuming exactly what each write took; the sink is
-/// flushed before the pump waits for more and at the end. Returns the bytes written.
-///
-/// On an I/O error the reader is completed with that error (the writer's next flush returns it)
-/// and the error is returned; a writer's completion error is returned once every byte flushed
-/// before it was written.
-///
-/// ```
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// writer.write_slice(b"segments ")?;
-/// writer.append(bytes::Bytes::from_static(b"out to any io::Write"))?;
-/// writer.complete();
-/// let mut sink = Vec::new();
-/// assert_eq!(packetpipe::io::drain_blocking(&mut reader, &mut sink)?, 29);
-/// assert_eq!(sink, b"segments out to any io::Write");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn drain_blocking<W: io::Write + ?Sized>(
+/// Drain `reader` into a blocking [`io::Write`] until the writer completes: vectored writes,
+/// consuming exactly what each write took; the pump tests' blocking flavor.
+#[cfg(test)]
+pub(crate) fn drain_blocking<W: io::Write + ?Sized>(
     reader: &mut PipeReader,
     sink: &mut W,
 ) -> io::Result<u64> {
     let mut state = DrainState::new(DEFAULT_MAX_WRITE_SEGMENTS);
     let mut sink = BlockingSink(sink);
-    block_on(std::future::poll_fn(|cx| state.poll(cx, reader, &mut sink)))
+    crate::block_on(std::future::poll_fn(|cx| state.poll(cx, reader, &mut sink)))
 }
 
 #[cfg(test)]
@@ -274,5 +244,33 @@ mod tests {
         assert_eq!(DrainState::new(0).max_segments, 1);
         assert_eq!(DrainState::new(1000).max_segments, MAX_WRITE_SEGMENTS);
         assert_eq!(DrainState::new(8).max_segments, 8);
+    }
+
+    #[test]
+    fn the_drain_pump_rejects_a_sink_that_reports_more_than_it_was_given() {
+        /// Takes what it is given and claims 1,000 bytes more.
+        struct Overreporting(Vec<u8>);
+        impl std::io::Write for Overreporting {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.extend_from_slice(buf);
+                Ok(buf.len() + 1000)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (mut writer, mut reader) = crate::pipe::pipe();
+        writer.append(crate::Packet::from_static(b"seg1")).unwrap();
+        writer.append(crate::Packet::from_static(b"seg2")).unwrap();
+        writer.complete();
+        let mut sink = Overreporting(Vec::new());
+        let e = drain_blocking(&mut reader, &mut sink).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(
+            e.to_string(),
+            "the sink reported 1004 bytes written, of 8 it was given"
+        );
+        // std's default `write_vectored` writes the first slice; nothing was consumed unwritten.
+        assert_eq!(sink.0, b"seg1");
     }
 }

@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 
 use super::byte_stream::io_error;
 use crate::error::SharedError;
-use crate::pipe::{block_on, PipeWriter};
+use crate::pipe::PipeWriter;
 
 /// What a fill pump reads from: one flavor's `poll_read`, as a byte count.
 pub(crate) trait Source {
@@ -164,22 +164,22 @@ fn fail(writer: &mut PipeWriter, error: io::Error) -> io::Error {
     shared.to_io_error()
 }
 
-/// Future of a fill pump over one flavor's I/O traits: [`tokio::fill`](super::tokio) (alias
-/// `io::tokio::Fill<'a, R>`) or [`futures::fill`](super::futures) (alias `io::futures::Fill<'a, R>`).
+/// Future of a fill pump over one flavor's I/O traits, for the pump tests (`tokio::fill`,
+/// `futures::fill`).
 ///
 /// Cancel safety: safe to drop at any await point (in a `select!`, say). Bytes read from the
 /// source are committed to the writer in the same poll, so none is lost or repeated: a new fill
 /// (or the writer's own flush) carries on where this one stopped.
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
+#[cfg(test)]
 #[must_use = "futures do nothing unless polled"]
-pub struct Fill<'a, R: ?Sized, Flavor> {
+pub(crate) struct Fill<'a, R: ?Sized, Flavor> {
     writer: &'a mut PipeWriter,
     source: &'a mut R,
     state: FillState,
     flavor: std::marker::PhantomData<Flavor>,
 }
 
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
+#[cfg(test)]
 impl<'a, R: ?Sized, Flavor> Fill<'a, R, Flavor> {
     pub(crate) fn new(writer: &'a mut PipeWriter, source: &'a mut R) -> Self {
         Fill {
@@ -196,16 +196,11 @@ impl<'a, R: ?Sized, Flavor> Fill<'a, R, Flavor> {
     }
 }
 
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-impl<R: ?Sized, Flavor> std::fmt::Debug for Fill<'_, R, Flavor> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fill").field("state", &self.state).finish()
-    }
-}
-
 /// A blocking `io::Read` as a fill source (it has no readiness to wait for).
+#[cfg(test)]
 struct BlockingSource<'a, R: ?Sized>(&'a mut R);
 
+#[cfg(test)]
 impl<R: io::Read + ?Sized> Source for BlockingSource<'_, R> {
     fn poll_read(&mut self, _cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         Poll::Ready(self.0.read(buf))
@@ -213,31 +208,15 @@ impl<R: io::Read + ?Sized> Source for BlockingSource<'_, R> {
 }
 
 /// Fill `writer` from a blocking [`io::Read`] until its end, reading straight into the writer's
-/// pooled blocks (no intermediate buffer) and flushing after each read (parking the thread under
-/// backpressure). Returns the bytes read.
-///
-/// At the end of the stream the writer is completed. On an I/O error the writer is completed with
-/// that error (the reader gets it after the bytes read before it) and the error is returned. If the
-/// reader completes, the pump stops and returns what it read. A blocking read holds its block while
-/// it waits (a blocking source cannot say when it is readable).
-///
-/// ```
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// let source: &[u8] = b"bytes from any io::Read";
-/// let producer = std::thread::spawn(move || packetpipe::io::fill_blocking(&mut writer, &mut &source[..]));
-/// let mut got = Vec::new();
-/// std::io::Read::read_to_end(&mut reader, &mut got)?;
-/// assert_eq!(producer.join().unwrap()?, 23);
-/// assert_eq!(got, source);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn fill_blocking<R: io::Read + ?Sized>(
+/// pooled blocks and flushing after each read; the pump tests' blocking flavor.
+#[cfg(test)]
+pub(crate) fn fill_blocking<R: io::Read + ?Sized>(
     writer: &mut PipeWriter,
     source: &mut R,
 ) -> io::Result<u64> {
     let mut state = FillState::new(false);
     let mut source = BlockingSource(source);
-    block_on(std::future::poll_fn(|cx| {
+    crate::block_on(std::future::poll_fn(|cx| {
         state.poll(cx, writer, &mut source)
     }))
 }

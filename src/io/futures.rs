@@ -1,9 +1,9 @@
 //! futures-io: `AsyncRead + AsyncBufRead` for [`PipeReader`], `AsyncWrite` for [`PipeWriter`], and
-//! the pumps and the duplex connection over futures-io's traits (feature `futures-io`; for
+//! the duplex connection over futures-io's traits (feature `futures-io`; for
 //! async-std, smol and other runtimes built on them).
 //!
 //! The behaviour is that of the tokio flavor (`packetpipe::io::tokio`, see also the [`io`](super)
-//! module docs): the same pump and connection code, over the other traits.
+//! module docs): the same connection code, over the other traits.
 //!
 //! ```
 //! use futures::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,7 +31,7 @@ use super::drain::Sink;
 use super::fill::Source;
 use super::pumped::{Duplex, Pumped};
 use super::transport::{self, ReadSide, SharedStream, WriteSide};
-use super::{Connection, ConnectionError, ConnectionOptions, DuplexPipe, End};
+use super::{Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe};
 use crate::pipe::{PipeReader, PipeWriter};
 
 /// Reads return the unconsumed bytes, waiting only when there are none; `Ok(0)` once the writer
@@ -122,35 +122,20 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for FuturesIo<'_, T> {
     }
 }
 
-/// Fill `writer` from a futures-io `source` until its end: reads go straight into the writer's
-/// pooled blocks (no intermediate buffer), each followed by a flush with backpressure. Returns the
-/// bytes read.
-///
-/// At the end of the stream the writer is completed; on an I/O error it is completed with that
-/// error (the reader gets it after the bytes before it) and the error is returned; if the reader
-/// completes, the pump stops. The pump waits for an idle source with a zero-byte read before
-/// renting a block; a source that answers it at once gets a block that is given back when the read
-/// finds nothing.
-///
-/// ```
-/// # futures::executor::block_on(async {
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// let mut source = futures::io::Cursor::new(b"from any futures-io AsyncRead".to_vec());
-/// assert_eq!(packetpipe::io::futures::fill(&mut writer, &mut source).await?, 29);
-/// assert!(reader.read_buffer().await?.is_completed);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # }).unwrap();
-/// ```
-pub fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
+/// The standalone pumps over this flavor's traits, for the pump tests (`super::pump_tests`):
+/// applications reach the pumps through the pumped transport of `connection_with`.
+#[cfg(test)]
+pub(crate) fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
 where
     R: AsyncRead + Unpin + ?Sized,
 {
     Fill::new(writer, source)
 }
 
-/// Future of [`fill`] (cancel safe: see [`super::Fill`]).
-pub type Fill<'a, R> = super::Fill<'a, R, super::FuturesIo>;
+#[cfg(test)]
+pub(crate) type Fill<'a, R> = super::fill::Fill<'a, R, super::FuturesIo>;
 
+#[cfg(test)]
 impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
     type Output = io::Result<u64>;
 
@@ -160,31 +145,18 @@ impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
     }
 }
 
-/// Drain `reader` into a futures-io `sink` until the writer completes, with vectored writes of up
-/// to 16 segments (see [`Drain::max_segments`]); the sink is flushed before the pump waits and at
-/// the end (not closed). Returns the bytes written.
-///
-/// ```
-/// # futures::executor::block_on(async {
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// writer.write_slice(b"to any futures-io AsyncWrite")?;
-/// writer.complete();
-/// let mut sink = futures::io::Cursor::new(Vec::new());
-/// assert_eq!(packetpipe::io::futures::drain(&mut reader, &mut sink).await?, 28);
-/// assert_eq!(sink.into_inner(), b"to any futures-io AsyncWrite");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # }).unwrap();
-/// ```
-pub fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
+#[cfg(test)]
+pub(crate) fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
 where
     W: AsyncWrite + Unpin + ?Sized,
 {
     Drain::new(reader, sink)
 }
 
-/// Future of [`drain`] (cancel safe: see [`super::Drain`]).
-pub type Drain<'a, W> = super::Drain<'a, W, super::FuturesIo>;
+#[cfg(test)]
+pub(crate) type Drain<'a, W> = super::drain::Drain<'a, W, super::FuturesIo>;
 
+#[cfg(test)]
 impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
     type Output = io::Result<u64>;
 
@@ -202,7 +174,7 @@ pub fn connection<S>(stream: S) -> (DuplexPipe, Connection)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    connection_with(stream, ConnectionOptions::new())
+    connection_with(stream, ConnectionOptions::default())
 }
 
 /// [`connection`] with the given options (the pumped transport among them).
@@ -219,7 +191,7 @@ where
 }
 
 impl<S: AsyncRead + AsyncWrite> Future for Pumped<S, super::FuturesIo> {
-    type Output = Result<End, ConnectionError>;
+    type Output = Result<ConnectionEnd, ConnectionError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (state, stream) = self.parts();

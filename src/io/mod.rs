@@ -1,14 +1,22 @@
-//! Between a socket and a parser: the pipe's ends as standard I/O types, pumps that move bytes
-//! between a pipe and a socket, and duplex connections over one stream.
+//! Between a socket and a parser: the pipe's ends as standard I/O types, and duplex connections
+//! over one stream.
 //!
 //! | what | always | feature `tokio` | feature `futures-io` |
 //! |---|---|---|---|
 //! | [`PipeReader`] as a byte stream | `std::io::{Read, BufRead}` | `AsyncRead`, `AsyncBufRead` | `AsyncRead`, `AsyncBufRead` |
 //! | [`PipeWriter`] as a byte sink | `std::io::Write`, [`bytes::BufMut`] | `AsyncWrite` | `AsyncWrite` |
-//! | fill a writer from a source | [`fill_blocking`] | [`tokio::fill`] | [`futures::fill`] |
-//! | drain a reader into a sink | [`drain_blocking`] | [`tokio::drain`] | [`futures::drain`] |
 //! | duplex connection | [`blocking::connection`] | [`tokio::connection`] | [`futures::connection`] |
 //! | a connection and its application in one task | [`join`] | | |
+//!
+//! A socket attaches through `connection(stream)` (or [`Framed`](crate::frame::Framed), which
+//! wraps one). A one-way source or sink (a file, a child process's pipe) needs no pump of its
+//! own: the pipe's ends are its I/O objects. Into the pipe, tokio's `source.read_buf(&mut
+//! writer)` reads straight into the writer's pooled block (the writer is a `BufMut`; no
+//! intermediate buffer), then `writer.flush()`; `std::io::copy(&mut source, &mut writer)` and
+//! `tokio::io::copy` work too, with one copy through their buffer. Out of it,
+//! `tokio::io::copy_buf(&mut reader, &mut sink)` writes each segment where it lies. The pumps
+//! that move bytes between a socket and the pipes (vectored writes of up to
+//! [`MAX_WRITE_SEGMENTS`] segments, reads into pooled blocks) run inside the pumped transport.
 //!
 //! With feature `io-uring` (Linux), [`uring::Driver`] serves many TCP connections on one ring:
 //! the kernel receives straight into pooled blocks from a provided-buffer ring, and each loop
@@ -17,7 +25,8 @@
 //!
 //! Layout: `transport.rs` is the inline transport's core, generic over two small traits (a read
 //! half and a write half); `tokio.rs`, `futures.rs` and `blocking.rs` each implement them for
-//! their flavor's streams; `pumped.rs` is the pumped transport over `fill.rs` and `drain.rs`;
+//! their flavor's streams; `pumped.rs` is the pumped transport over the pumps in `fill.rs` and
+//! `drain.rs`;
 //! `connection.rs` holds the types the application sees; `uring/` is the io_uring driver (its own
 //! event loop rather than a flavor of the inline transport: the kernel, not the application's
 //! read, fills the input pipe).
@@ -46,8 +55,9 @@
 //!
 //! `connection(stream)` (in [`tokio`], [`futures`] or [`blocking`]) gives the application a
 //! [`DuplexPipe`] and the caller a [`Connection`], the future of the connection's end
-//! (`Ok(`[`End`]`)` or a [`ConnectionError`] with its [`ErrorOrigin`] and byte position); the
-//! library never spawns. [`Framed`](crate::frame::Framed) wraps one with a codec.
+//! (`Ok(`[`ConnectionEnd`]`)` or a [`ConnectionError`] with its [`ErrorOrigin`] and byte
+//! position); the library never spawns. `connection_with(stream, options)` takes
+//! [`ConnectionOptions`]. [`Framed`](crate::frame::Framed) wraps one with a codec.
 //!
 //! Two transports move the bytes:
 //!
@@ -60,14 +70,14 @@
 //!   flush could not; while the socket keeps up it does nothing. Choose it when the application
 //!   reads and writes the connection from one task or one thread: nothing sits between the socket
 //!   and the parser, no wake passes between them, and no cross-thread protocol runs per message.
-//! - **Pumped** ([`ConnectionOptions::pumped`], async flavors): the [`Connection`] future runs
+//! - **Pumped** ([`ConnectionOptions::pumped`], async flavors only): the [`Connection`] future runs
 //!   a fill pump (stream -> input pipe) and a drain pump (output pipe -> stream). Choose it when
 //!   the socket is served on one thread or task and parsed on another: the pipes' cross-thread
 //!   path then carries the bytes, with backpressure both ways, and the input is read ahead of the
 //!   application (up to the input pipe's pause threshold).
 //!
 //! Run the [`Connection`] future (spawn it, [`join`] it with the application, or
-//! [`Connection::wait`] on it in blocking code): with the inline transport it is what writes the
+//! [`block_on`](crate::block_on) it in blocking code): with the inline transport it is what writes the
 //! bytes a full socket did not take. How the ends propagate:
 //!
 //! | event | effect |
@@ -84,7 +94,7 @@
 //!
 //! # Memory of idle connections
 //!
-//! A reader (or a fill pump) waiting on its socket holds no pooled block: it waits for
+//! A reader (or the pumped transport's fill pump) waiting on its socket holds no pooled block: it waits for
 //! readability before it rents (tokio's `TcpStream` and `UnixStream` say when they are readable;
 //! a blocking std stream is read into a per-thread scratch while nothing is unconsumed), and a
 //! reader that waits with nothing unconsumed sends the writers' partly used blocks home, so an
@@ -101,7 +111,11 @@ pub mod blocking;
 mod buf_mut;
 mod byte_stream;
 mod connection;
+// The pumps run inside the async flavors' pumped transport (and standalone in the tests); a build
+// without those flavors compiles them unused.
+#[cfg_attr(not(any(feature = "tokio", feature = "futures-io")), allow(dead_code))]
 mod drain;
+#[cfg_attr(not(any(feature = "tokio", feature = "futures-io")), allow(dead_code))]
 mod fill;
 #[cfg(feature = "futures-io")]
 pub mod futures;
@@ -115,24 +129,20 @@ mod transport;
 pub mod uring;
 
 pub use connection::{
-    Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
+    Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
+    DEFAULT_MAX_WRITE_SEGMENTS, MAX_WRITE_SEGMENTS,
 };
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-pub use drain::Drain;
-#[cfg(any(feature = "tokio", feature = "futures-io"))]
-pub use fill::Fill;
+pub use join::{join, Join};
 
-/// Marker for the futures over tokio's I/O traits: [`Fill`] and [`Drain`] with it are
-/// `io::tokio::{Fill, Drain}`.
+/// Flavor of the pumps and shared streams over tokio's I/O traits.
 #[cfg(feature = "tokio")]
 #[derive(Debug)]
-pub enum Tokio {}
+pub(crate) enum Tokio {}
 
-/// Marker for the futures over futures-io's traits: [`Fill`] and [`Drain`] with it are
-/// `io::futures::{Fill, Drain}`.
+/// Flavor of the pumps and shared streams over futures-io's traits.
 #[cfg(feature = "futures-io")]
 #[derive(Debug)]
-pub enum FuturesIo {}
-pub use drain::{drain_blocking, DEFAULT_MAX_WRITE_SEGMENTS, MAX_WRITE_SEGMENTS};
-pub use fill::fill_blocking;
-pub use join::{join, Join};
+pub(crate) enum FuturesIo {}
+
+#[cfg(all(test, feature = "tokio", feature = "futures-io"))]
+mod pump_tests;

@@ -6,7 +6,9 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::connection::{ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin};
+use super::connection::{
+    ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
+};
 use super::drain::{DrainState, Sink};
 use super::fill::{FillState, Source};
 use crate::error::SharedError;
@@ -53,7 +55,7 @@ impl ConnectionState {
         &mut self,
         cx: &mut Context<'_>,
         stream: &mut impl Duplex,
-    ) -> Poll<Result<End, ConnectionError>> {
+    ) -> Poll<Result<ConnectionEnd, ConnectionError>> {
         if !self.fill.is_finished() {
             if let Poll::Ready(Err(e)) = self.fill.poll(cx, &mut self.input, stream) {
                 self.error.get_or_insert((ErrorOrigin::Read, e));
@@ -82,7 +84,7 @@ impl ConnectionState {
         if self.fill.is_finished() && self.output_done {
             let (received, sent) = (self.fill.total(), self.drain.total());
             return Poll::Ready(match self.error.take() {
-                None => Ok(End {
+                None => Ok(ConnectionEnd {
                     peer_closed: self.input.is_writer_completed(),
                     received,
                     sent,

@@ -1,5 +1,5 @@
 //! tokio: `AsyncRead + AsyncBufRead` for [`PipeReader`], `AsyncWrite` for [`PipeWriter`], and the
-//! pumps and the duplex connection over tokio's I/O traits (feature `tokio`).
+//! duplex connection over tokio's I/O traits (feature `tokio`).
 //!
 //! A tokio echo server on the duplex connection:
 //!
@@ -21,11 +21,34 @@
 //! # });
 //! let (tcp, _) = listener.accept().await?;
 //! let (mut app, connection) = packetpipe::io::tokio::connection(tcp);
-//! tokio::spawn(connection); // both pumps; returns when both directions have ended
+//! tokio::spawn(connection); // returns when both directions have ended
 //! // The application: echo every byte back, straight from the input's segments.
 //! tokio::io::copy_buf(&mut app.reader, &mut app.writer).await?;
 //! app.writer.shutdown().await?; // completes the output: the socket's write side closes
 //! # assert_eq!(client.await.unwrap()?, b"ping");
+//! # Ok(())
+//! # })
+//! # }
+//! ```
+//!
+//! A one-way source (a file, a child process's stdout) needs no connection: the writer is a
+//! [`bytes::BufMut`], so `read_buf` reads straight into its pooled block, and a flush publishes
+//! the bytes (waiting while the reader lags by the pause threshold):
+//!
+//! ```
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let (mut writer, mut reader) = packetpipe::pipe();
+//! let mut source: &[u8] = b"from any tokio AsyncRead"; // a File, a ChildStdout, ...
+//! while source.read_buf(&mut writer).await? > 0 {
+//!     writer.flush().await?;
+//! }
+//! writer.shutdown().await?; // completes the writer: the reader sees the end of the stream
+//! let mut got = Vec::new();
+//! reader.read_to_end(&mut got).await?;
+//! assert_eq!(got, b"from any tokio AsyncRead");
 //! # Ok(())
 //! # })
 //! # }
@@ -49,7 +72,7 @@ use super::drain::Sink;
 use super::fill::Source;
 use super::pumped::{Duplex, Pumped};
 use super::transport::{self, ReadSide, SharedStream, WriteSide};
-use super::{Connection, ConnectionError, ConnectionOptions, DuplexPipe, End};
+use super::{Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe};
 use crate::pipe::{PipeReader, PipeWriter};
 
 /// Reads return the unconsumed bytes, waiting only when there are none; end of stream (no bytes
@@ -143,40 +166,20 @@ impl<T: AsyncRead + AsyncWrite + ?Sized> Duplex for TokioIo<'_, T> {
     }
 }
 
-/// Fill `writer` from `source` until its end: reads go straight into the writer's pooled blocks
-/// (no intermediate buffer), each followed by a flush with backpressure. Returns the bytes read.
-///
-/// At the end of the stream the writer is completed; on an I/O error it is completed with that
-/// error (the reader gets it after the bytes before it) and the error is returned; if the reader
-/// completes, the pump stops. An idle source holds no pooled block: the pump waits for it with a
-/// zero-byte read before renting (tokio's `TcpStream` and `UnixStream` wait for readiness there;
-/// sources that return at once get a block that is given back when the read finds nothing).
-///
-/// ```
-/// # use packetpipe::ByteSegments;
-/// # fn main() -> std::io::Result<()> {
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// let mut source: &[u8] = b"from any tokio AsyncRead";
-/// let read = packetpipe::io::tokio::fill(&mut writer, &mut source).await?;
-/// assert_eq!(read, 24);
-/// let result = reader.read_buffer().await?;
-/// assert!(result.is_completed);
-/// assert_eq!(result.buffer.to_vec(), b"from any tokio AsyncRead");
-/// # Ok(())
-/// # })
-/// # }
-/// ```
-pub fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
+/// The standalone pumps over this flavor's traits, for the pump tests (`super::pump_tests`):
+/// applications reach the pumps through the pumped transport of `connection_with`.
+#[cfg(test)]
+pub(crate) fn fill<'a, R>(writer: &'a mut PipeWriter, source: &'a mut R) -> Fill<'a, R>
 where
     R: AsyncRead + Unpin + ?Sized,
 {
     Fill::new(writer, source)
 }
 
-/// Future of [`fill`] (cancel safe: see [`super::Fill`]).
-pub type Fill<'a, R> = super::Fill<'a, R, super::Tokio>;
+#[cfg(test)]
+pub(crate) type Fill<'a, R> = super::fill::Fill<'a, R, super::Tokio>;
 
+#[cfg(test)]
 impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
     type Output = io::Result<u64>;
 
@@ -186,37 +189,18 @@ impl<R: AsyncRead + Unpin + ?Sized> Future for Fill<'_, R> {
     }
 }
 
-/// Drain `reader` into `sink` until the writer completes: vectored writes of up to 16 segments
-/// (see [`Drain::max_segments`]), consuming exactly what each write took; the sink is flushed
-/// before the pump waits and at the end (it is not shut down). Returns the bytes written.
-///
-/// On an I/O error the reader is completed with it (the writer's next flush returns it) and it is
-/// returned; a writer's completion error is returned after every byte before it was written.
-///
-/// ```
-/// # fn main() -> std::io::Result<()> {
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// writer.write_slice(b"to any ")?;
-/// writer.append(bytes::Bytes::from_static(b"tokio AsyncWrite"))?;
-/// writer.complete();
-/// let mut sink = Vec::new();
-/// assert_eq!(packetpipe::io::tokio::drain(&mut reader, &mut sink).await?, 23);
-/// assert_eq!(sink, b"to any tokio AsyncWrite");
-/// # Ok(())
-/// # })
-/// # }
-/// ```
-pub fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
+#[cfg(test)]
+pub(crate) fn drain<'a, W>(reader: &'a mut PipeReader, sink: &'a mut W) -> Drain<'a, W>
 where
     W: AsyncWrite + Unpin + ?Sized,
 {
     Drain::new(reader, sink)
 }
 
-/// Future of [`drain`] (cancel safe: see [`super::Drain`]).
-pub type Drain<'a, W> = super::Drain<'a, W, super::Tokio>;
+#[cfg(test)]
+pub(crate) type Drain<'a, W> = super::drain::Drain<'a, W, super::Tokio>;
 
+#[cfg(test)]
 impl<W: AsyncWrite + Unpin + ?Sized> Future for Drain<'_, W> {
     type Output = io::Result<u64>;
 
@@ -239,7 +223,7 @@ pub fn connection<S>(stream: S) -> (DuplexPipe, Connection)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    connection_with(stream, ConnectionOptions::new())
+    connection_with(stream, ConnectionOptions::default())
 }
 
 /// [`connection`] with the given options (the pumped transport among them).
@@ -267,7 +251,7 @@ where
 }
 
 impl<S: AsyncRead + AsyncWrite> Future for Pumped<S, super::Tokio> {
-    type Output = Result<End, ConnectionError>;
+    type Output = Result<ConnectionEnd, ConnectionError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (state, stream) = self.parts();

@@ -32,9 +32,9 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::byte_stream::io_error;
 use super::connection::{
-    Connection, ConnectionError, ConnectionOptions, DuplexPipe, End, ErrorOrigin,
+    Connection, ConnectionEnd, ConnectionError, ConnectionOptions, DuplexPipe, ErrorOrigin,
+    InlineState, MAX_WRITE_SEGMENTS,
 };
-use super::drain::MAX_WRITE_SEGMENTS;
 use crate::error::SharedError;
 use crate::pipe::transport::{Deliver, Refill};
 use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
@@ -230,9 +230,18 @@ impl Shared {
         }
     }
 
-    /// Write what flushes left, with `cx` woken by the stream: `Ready` once nothing is left
-    /// (`closed`: once the output ended).
-    pub(crate) fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()> {
+    /// A flush's write: what the stream takes now; the rest (and a shutdown that cannot be done
+    /// at once) is left to the connection's future, which is woken for it.
+    fn deliver(&self, finish: bool) {
+        let pending = lock(&self.output).drive(self, None).is_pending();
+        if pending || finish {
+            self.wake_driver();
+        }
+    }
+}
+
+impl InlineState for Shared {
+    fn poll_output(&self, cx: &mut Context<'_>, closed: bool) -> Poll<()> {
         self.register_driver(cx);
         let drained = if self.output_done.load(Ordering::Acquire) {
             Poll::Ready(())
@@ -246,9 +255,7 @@ impl Shared {
         }
     }
 
-    /// The connection future's poll: write what flushes left, shut down when the application's
-    /// output ended, return once both directions have ended.
-    pub(crate) fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<End, ConnectionError>> {
+    fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<Result<ConnectionEnd, ConnectionError>> {
         self.register_driver(cx);
         if !self.output_done.load(Ordering::Acquire) {
             let _ = lock(&self.output).drive(self, Some(cx));
@@ -257,7 +264,7 @@ impl Shared {
             let mut end = lock(&self.end);
             return Poll::Ready(match end.error.take() {
                 Some(error) => Err(error),
-                None => Ok(End {
+                None => Ok(ConnectionEnd {
                     peer_closed: end.peer_closed,
                     received: end.received,
                     sent: end.sent,
@@ -267,8 +274,7 @@ impl Shared {
         Poll::Pending
     }
 
-    /// The connection's future was dropped before the end: cut both directions.
-    pub(crate) fn abort(&self) {
+    fn abort(&self) {
         if self.input_done.load(Ordering::Acquire) && self.output_done.load(Ordering::Acquire) {
             return;
         }
@@ -282,15 +288,6 @@ impl Shared {
             }
         }
         self.reader.wake_reader();
-    }
-
-    /// A flush's write: what the stream takes now; the rest (and a shutdown that cannot be done
-    /// at once) is left to the connection's future, which is woken for it.
-    fn deliver(&self, finish: bool) {
-        let pending = lock(&self.output).drive(self, None).is_pending();
-        if pending || finish {
-            self.wake_driver();
-        }
     }
 }
 

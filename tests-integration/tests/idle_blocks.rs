@@ -78,16 +78,18 @@ mod forward {
             .unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
-            let options = ConnectionOptions::new()
-                .input(PipeOptions {
+            let options = ConnectionOptions {
+                input: PipeOptions {
                     pool: Some(pool.clone()),
                     ..Default::default()
-                })
-                .output(PipeOptions {
+                },
+                output: PipeOptions {
                     pool: Some(pool.clone()),
                     ..Default::default()
-                })
-                .keep_blocks_idle(keep);
+                },
+                keep_blocks_idle: keep,
+                ..Default::default()
+            };
             let server = tokio::spawn(async move {
                 let (socket, _) = listener.accept().await.unwrap();
                 let (app, connection) = packetpipe::io::tokio::connection_with(socket, options);

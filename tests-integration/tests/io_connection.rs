@@ -33,17 +33,19 @@ fn run<F: std::future::Future>(future: F) -> F::Output {
 }
 
 fn options(pool: &Pool) -> ConnectionOptions {
-    ConnectionOptions::new()
-        .input(PipeOptions {
+    ConnectionOptions {
+        input: PipeOptions {
             pool: Some(pool.clone()),
             pause_threshold: 64 << 10,
             ..Default::default()
-        })
-        .output(PipeOptions {
+        },
+        output: PipeOptions {
             pool: Some(pool.clone()),
             pause_threshold: 64 << 10,
             ..Default::default()
-        })
+        },
+        ..Default::default()
+    }
 }
 
 /// The application of the echo tests: every byte read goes back out, straight from the input's
@@ -96,16 +98,23 @@ fn pumped_tokio_connection_echoes_random_chunks_byte_exact_and_half_closes() {
         let pool = Pool::new();
         for seed in 1..=2u64 {
             let (client, server) = socket_pair().await;
-            let options = options(&pool).pumped(true);
+            let options = ConnectionOptions {
+                pumped: true,
+                ..options(&pool)
+            };
             let (app, connection) = packetpipe::io::tokio::connection_with(server, options);
-            assert!(!connection.is_inline());
+            // The transport shows in the connection's `Debug`.
+            assert!(
+                format!("{connection:?}").contains("\"pumped\""),
+                "{connection:?}"
+            );
             let connection = tokio::spawn(connection);
             let app = tokio::spawn(echo_app(app));
             echo_client(client, 4 << 20, seed).await;
             assert_eq!(app.await.unwrap(), 4 << 20);
             let end = connection.await.unwrap().expect("a clean close both ways");
-            assert!(end.peer_closed());
-            assert_eq!((end.received(), end.sent()), (4 << 20, 4 << 20));
+            assert!(end.peer_closed);
+            assert_eq!((end.received, end.sent), (4 << 20, 4 << 20));
         }
         assert_eq!(pool.stats().outstanding, 0, "{:?}", pool.stats());
     });

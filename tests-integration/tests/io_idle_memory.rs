@@ -77,15 +77,17 @@ fn idle_duplex_connections_hold_little_heap_and_no_pooled_block() {
             sockets.push(socket);
         }
         let pool = Pool::new();
-        let options = ConnectionOptions::new()
-            .input(PipeOptions {
+        let options = ConnectionOptions {
+            input: PipeOptions {
                 pool: Some(pool.clone()),
                 ..Default::default()
-            })
-            .output(PipeOptions {
+            },
+            output: PipeOptions {
                 pool: Some(pool.clone()),
                 ..Default::default()
-            });
+            },
+            ..Default::default()
+        };
         let mut apps: Vec<DuplexPipe> = Vec::with_capacity(n);
         let before = counting_alloc::live_bytes();
 

@@ -85,9 +85,9 @@ fn a_trickling_peer_is_read_in_the_readers_own_poll_and_every_byte_arrives() {
         drop(app.writer);
         let _client = peer.await.unwrap();
         let end = connection.await.unwrap().expect("a clean end");
-        assert!(end.peer_closed());
-        assert_eq!(end.received(), 200);
-        assert_eq!(end.sent(), 0);
+        assert!(end.peer_closed);
+        assert_eq!(end.received, 200);
+        assert_eq!(end.sent, 0);
     });
 }
 
@@ -96,17 +96,19 @@ fn a_slow_peer_gets_every_byte_while_the_flushes_wait_at_the_pause_threshold() {
     run(async {
         let (mut client, server) = socket_pair().await;
         let pool = Pool::new();
-        let options = ConnectionOptions::new()
-            .input(PipeOptions {
+        let options = ConnectionOptions {
+            input: PipeOptions {
                 pool: Some(pool.clone()),
                 ..Default::default()
-            })
-            .output(PipeOptions {
+            },
+            output: PipeOptions {
                 pool: Some(pool.clone()),
                 pause_threshold: 64 * 1024,
                 resume_threshold: 32 * 1024,
                 ..Default::default()
-            });
+            },
+            ..Default::default()
+        };
         let (app, connection) = packetpipe::io::tokio::connection_with(server, options);
         let connection = tokio::spawn(connection);
         const TOTAL: usize = 8 << 20;
@@ -143,7 +145,7 @@ fn a_slow_peer_gets_every_byte_while_the_flushes_wait_at_the_pause_threshold() {
         assert!(got.chunks(chunk.len()).all(|c| c == &chunk[..]));
         drop(app.reader);
         let end = connection.await.unwrap().expect("a clean end");
-        assert_eq!(end.sent(), TOTAL as u64);
+        assert_eq!(end.sent, TOTAL as u64);
         assert_eq!(pool.stats().outstanding, 0);
     });
 }
@@ -252,7 +254,7 @@ fn a_blocking_rpc_server_runs_on_its_own_thread_with_no_other() {
         }
         out.close_blocking().unwrap();
         drop((frames, out));
-        (served, connection.wait().unwrap())
+        (served, packetpipe::block_on(connection).unwrap())
     });
     let mut tcp = std::net::TcpStream::connect(addr).unwrap();
     for i in 0..1000u32 {
@@ -272,8 +274,8 @@ fn a_blocking_rpc_server_runs_on_its_own_thread_with_no_other() {
     assert!(rest.is_empty());
     let (served, end) = server.join().unwrap();
     assert_eq!(served, 1000);
-    assert!(end.peer_closed());
-    assert_eq!(end.received(), end.sent());
+    assert!(end.peer_closed);
+    assert_eq!(end.received, end.sent);
 }
 
 #[test]
@@ -418,4 +420,18 @@ fn framed_forward_finishes_writing_a_reply_the_socket_took_in_parts() {
         assert!(rest.is_empty());
         echo.await.unwrap();
     });
+}
+
+/// A blocking connection has the inline transport only: asking it for the pumped one is a
+/// programmer error, not an option silently ignored.
+#[test]
+#[should_panic(expected = "ConnectionOptions::pumped is true, but a blocking connection")]
+fn a_blocking_connection_rejects_the_pumped_transport() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let options = ConnectionOptions {
+        pumped: true,
+        ..Default::default()
+    };
+    let _ = packetpipe::io::blocking::connection_with(client, options);
 }

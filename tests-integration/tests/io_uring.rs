@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use packetpipe::io::uring::{Driver, DriverBuilder, DriverHandle, DriverStats, TaskRun};
+use packetpipe::io::uring::{Driver, DriverHandle, DriverOptions, DriverStats, TaskRun};
 use packetpipe::io::{ConnectionOptions, DuplexPipe};
 use packetpipe::pipe::PipeOptions;
 use packetpipe::Pool;
@@ -33,25 +33,24 @@ fn env_size(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The builder the tests start from: waits bounded under valgrind (which delays the eventfd
-/// wakes of other threads), `pool` for every pipe and receive buffer.
-fn builder(pool: &Pool) -> DriverBuilder {
-    let options = ConnectionOptions::new()
-        .input(PipeOptions {
-            pool: Some(pool.clone()),
+/// The options the tests start from: `pool` for every pipe and receive buffer, the task-run mode
+/// from the environment. (Under valgrind, which delays the eventfd wakes of other threads,
+/// `PACKETPIPE_UNDER_VALGRIND` makes the driver bound its waits.)
+fn options(pool: &Pool) -> DriverOptions {
+    DriverOptions {
+        task_run: task_run_from_env(),
+        connection: ConnectionOptions {
+            input: PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            },
+            output: PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            },
             ..Default::default()
-        })
-        .output(PipeOptions {
-            pool: Some(pool.clone()),
-            ..Default::default()
-        });
-    let builder = Driver::builder()
-        .connection_options(options)
-        .task_run(task_run_from_env());
-    if std::env::var_os("PACKETPIPE_UNDER_VALGRIND").is_some() {
-        builder.wait_timeout(Duration::from_millis(1))
-    } else {
-        builder
+        },
+        ..Default::default()
     }
 }
 
@@ -69,8 +68,8 @@ fn task_run_from_env() -> TaskRun {
 }
 
 /// Build a driver, or `None` (the test passes) where io_uring is unavailable and not required.
-fn build(builder: DriverBuilder) -> Option<Driver> {
-    match builder.build() {
+fn build(options: DriverOptions) -> Option<Driver> {
+    match Driver::with_options(options) {
         Ok(driver) => Some(driver),
         Err(e) if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_none() => {
             eprintln!("io_uring unavailable here ({e}); not testing the driver");
@@ -96,7 +95,7 @@ impl Server {
 }
 
 /// Start a driver serving each connection with `app` (called on the driver thread).
-fn serve<F, Fut>(builder: DriverBuilder, app: F) -> Option<Server>
+fn serve<F, Fut>(options: DriverOptions, app: F) -> Option<Server>
 where
     F: FnMut(DuplexPipe) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -105,7 +104,7 @@ where
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = mpsc::channel();
     let thread = thread::spawn(move || {
-        let Some(mut driver) = build(builder) else {
+        let Some(mut driver) = build(options) else {
             tx.send(None).unwrap();
             return DriverStats::default();
         };
@@ -113,7 +112,7 @@ where
         tx.send(Some(driver.handle())).unwrap();
         driver.run(app).unwrap();
         assert_eq!(
-            driver.connections(),
+            driver.stats().open,
             0,
             "every connection closed by the shutdown"
         );
@@ -191,7 +190,7 @@ fn echo_client(addr: SocketAddr, len: usize, seed: u64, max_write: usize) {
 #[test]
 fn echo_with_receives_cut_at_random_points() {
     let pool = Pool::new();
-    let Some(server) = serve(builder(&pool), echo) else {
+    let Some(server) = serve(options(&pool), echo) else {
         return;
     };
     let len = env_size("URING_ECHO_BYTES", 1 << 20);
@@ -218,7 +217,13 @@ fn every_task_run_mode_echoes_and_reports_itself() {
         TaskRun::Interrupting,
     ] {
         let pool = Pool::new();
-        let Some(server) = serve(builder(&pool).task_run(mode), echo) else {
+        let Some(server) = serve(
+            DriverOptions {
+                task_run: mode,
+                ..options(&pool)
+            },
+            echo,
+        ) else {
             return;
         };
         echo_client(
@@ -259,7 +264,13 @@ fn every_task_run_mode_echoes_and_reports_itself() {
 #[test]
 fn echo_with_the_ring_entered_by_descriptor() {
     let pool = Pool::new();
-    let Some(server) = serve(builder(&pool).register_ring(false), echo) else {
+    let Some(server) = serve(
+        DriverOptions {
+            register_ring: false,
+            ..options(&pool)
+        },
+        echo,
+    ) else {
         return;
     };
     echo_client(
@@ -278,7 +289,7 @@ fn a_dropped_driver_gives_its_ring_registration_back() {
     // A thread has 16 registration slots: drivers that kept theirs would run out of them.
     let pool = Pool::new();
     for round in 0..40 {
-        let Some(driver) = build(builder(&pool)) else {
+        let Some(driver) = build(options(&pool)) else {
             return;
         };
         if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_some() {
@@ -296,7 +307,13 @@ fn a_dropped_driver_gives_its_ring_registration_back() {
 #[test]
 fn echo_without_incremental_consumption() {
     let pool = Pool::new();
-    let Some(server) = serve(builder(&pool).incremental(false), echo) else {
+    let Some(server) = serve(
+        DriverOptions {
+            incremental: false,
+            ..options(&pool)
+        },
+        echo,
+    ) else {
         return;
     };
     let len = env_size("URING_ECHO_BYTES", 1 << 20);
@@ -336,7 +353,7 @@ fn open_sockets_on_port(port: u16) -> Vec<u64> {
 #[test]
 fn ten_thousand_connections_churned_leave_no_descriptor_or_block() {
     let pool = Pool::new();
-    let Some(server) = serve(builder(&pool), echo) else {
+    let Some(server) = serve(options(&pool), echo) else {
         return;
     };
     let count = env_size("URING_CONNECTIONS", 10_000);
@@ -378,11 +395,13 @@ fn ten_thousand_connections_churned_leave_no_descriptor_or_block() {
 #[test]
 fn an_empty_buffer_ring_slows_receiving_and_loses_nothing() {
     let pool = Pool::new();
-    let builder = builder(&pool)
-        .buffers(2)
-        .buffer_size(512)
-        .incremental(false);
-    let Some(server) = serve(builder, echo) else {
+    let options = DriverOptions {
+        buffers: 2,
+        buffer_size: 512,
+        incremental: false,
+        ..options(&pool)
+    };
+    let Some(server) = serve(options, echo) else {
         return;
     };
     let len = env_size("URING_ECHO_BYTES", 1 << 20) / 4;
@@ -428,7 +447,7 @@ fn a_reset_mid_frame_completes_the_input_with_the_error() {
             tx.send((got, error)).unwrap();
         }
     };
-    let Some(server) = serve(builder(&pool), app) else {
+    let Some(server) = serve(options(&pool), app) else {
         return;
     };
     let mut stream = TcpStream::connect(server.addr).unwrap();
@@ -481,17 +500,19 @@ fn a_slow_application_pauses_its_own_receive_only() {
     // The input pipes pause at 16 KiB: well below what the slow client sends, also under valgrind.
     const PAUSE: usize = 16 * 1024;
     let pool = Pool::new();
-    let options = ConnectionOptions::new()
-        .input(PipeOptions {
+    let options = ConnectionOptions {
+        input: PipeOptions {
             pool: Some(pool.clone()),
             pause_threshold: PAUSE,
             resume_threshold: PAUSE / 2,
             ..Default::default()
-        })
-        .output(PipeOptions {
+        },
+        output: PipeOptions {
             pool: Some(pool.clone()),
             ..Default::default()
-        });
+        },
+        ..Default::default()
+    };
     let (go_tx, go_rx) = mpsc::channel::<futures::channel::oneshot::Receiver<()>>();
     let go_rx = std::sync::Mutex::new(go_rx);
     let app = move |mut pipe: DuplexPipe| {
@@ -518,7 +539,13 @@ fn a_slow_application_pauses_its_own_receive_only() {
             echo(pipe).await;
         }
     };
-    let Some(server) = serve(builder(&pool).connection_options(options), app) else {
+    let Some(server) = serve(
+        DriverOptions {
+            connection: options,
+            ..self::options(&pool)
+        },
+        app,
+    ) else {
         return;
     };
     let (go, wait) = futures::channel::oneshot::channel();
@@ -556,10 +583,10 @@ fn two_drivers_share_a_listener() {
     let mut threads = Vec::new();
     for _ in 0..2 {
         let listener = listener.try_clone().unwrap();
-        let builder = builder(&pool);
+        let options = options(&pool);
         let (tx, rx) = mpsc::channel();
         threads.push(thread::spawn(move || {
-            let Some(mut driver) = build(builder) else {
+            let Some(mut driver) = build(options) else {
                 tx.send(None).unwrap();
                 return 0;
             };
@@ -616,7 +643,7 @@ fn an_application_on_another_thread_through_the_pipes() {
         tx.send(pipe).unwrap();
         async {}
     };
-    let Some(server) = serve(builder(&pool), app) else {
+    let Some(server) = serve(options(&pool), app) else {
         return;
     };
     let len = env_size("URING_ECHO_BYTES", 1 << 20);
@@ -664,7 +691,7 @@ fn steady_state_messages_allocate_nothing() {
             }
         }
     };
-    let Some(server) = serve(builder(&pool), app) else {
+    let Some(server) = serve(options(&pool), app) else {
         return;
     };
     let mut stream = TcpStream::connect(server.addr).unwrap();
@@ -708,7 +735,13 @@ fn an_idle_connection_holds_no_block_and_little_heap() {
         }
     };
     let buffers = 64;
-    let Some(server) = serve(builder(&pool).buffers(buffers), app) else {
+    let Some(server) = serve(
+        DriverOptions {
+            buffers,
+            ..options(&pool)
+        },
+        app,
+    ) else {
         return;
     };
     let count = env_size("URING_IDLE_CONNECTIONS", 1000);
@@ -740,4 +773,18 @@ fn an_idle_connection_holds_no_block_and_little_heap() {
     drop(clients);
     server.stop();
     assert_eq!(pool.stats().outstanding, 0);
+}
+
+/// The driver moves the bytes itself: asking it for the pumped transport is a programmer error,
+/// rejected before the ring is set up (so also where io_uring is unavailable).
+#[test]
+#[should_panic(expected = "ConnectionOptions::pumped is true, but the io_uring driver")]
+fn the_driver_rejects_the_pumped_transport() {
+    let _ = Driver::with_options(DriverOptions {
+        connection: ConnectionOptions {
+            pumped: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
 }

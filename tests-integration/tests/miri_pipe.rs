@@ -278,7 +278,11 @@ fn inline_connection_echo_over_trickling_reads_and_partial_writes() {
         copy_threshold: 32,
         ..Default::default()
     };
-    let options = ConnectionOptions::new().input(pipe()).output(pipe());
+    let options = ConnectionOptions {
+        input: pipe(),
+        output: pipe(),
+        ..Default::default()
+    };
     let source = Trickle {
         data: request.clone(),
         at: 0,
@@ -295,9 +299,9 @@ fn inline_connection_echo_over_trickling_reads_and_partial_writes() {
     assert_eq!(echoed, count);
     out.close_blocking().unwrap();
     drop((frames, out));
-    let end = connection.wait().unwrap();
-    assert_eq!(end.received(), request.len() as u64);
-    assert_eq!(end.sent(), request.len() as u64);
+    let end = packetpipe::block_on(connection).unwrap();
+    assert_eq!(end.received, request.len() as u64);
+    assert_eq!(end.sent, request.len() as u64);
     assert!(
         *written.lock().unwrap() == request,
         "the echo differs from the request"

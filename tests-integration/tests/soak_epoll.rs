@@ -23,7 +23,7 @@ mod kit;
 use kit::rng::env_u64 as env;
 use kit::soak;
 
-use packetpipe::io::{join, tokio::connection_with};
+use packetpipe::io::{join, tokio::connection_with, ConnectionOptions};
 
 #[test]
 #[cfg_attr(
@@ -60,7 +60,10 @@ fn soak_many_connections_on_one_runtime_thread() {
                         _ = &mut stop => break,
                     };
                     accepted += 1;
-                    let options = options.clone().pumped(accepted % 2 == 0);
+                    let options = ConnectionOptions {
+                        pumped: accepted % 2 == 0,
+                        ..options.clone()
+                    };
                     let (pipe, connection) = connection_with(socket, options);
                     live.fetch_add(1, Ordering::SeqCst);
                     let live = live.clone();

@@ -21,7 +21,7 @@ mod kit;
 use kit::rng::env_u64 as env;
 use kit::soak;
 
-use packetpipe::io::uring::{Driver, DriverStats};
+use packetpipe::io::uring::{Driver, DriverOptions, DriverStats};
 
 #[test]
 #[cfg_attr(
@@ -34,14 +34,16 @@ fn soak_many_connections_on_one_driver() {
     let seed = soak::seed();
     eprintln!("soak over io_uring: {secs} s, {conns} connections at once, SOAK_SEED={seed}");
     let pool = soak::pool();
-    let builder = Driver::builder()
-        .buffers(env("SOAK_URING_BUFFERS", 64) as u16)
-        .buffer_size(env("SOAK_URING_BUFFER_SIZE", 4096) as usize)
-        .connection_options(soak::connection_options(&pool));
+    let options = DriverOptions {
+        buffers: env("SOAK_URING_BUFFERS", 64) as u16,
+        buffer_size: env("SOAK_URING_BUFFER_SIZE", 4096) as usize,
+        connection: soak::connection_options(&pool),
+        ..Default::default()
+    };
     // The driver is not `Send`: built on its own thread, which reports back.
     let (started_tx, started) = std::sync::mpsc::channel();
-    let server = std::thread::spawn(move || -> Option<(DriverStats, usize)> {
-        let mut driver = match builder.build() {
+    let server = std::thread::spawn(move || -> Option<(DriverStats, u64)> {
+        let mut driver = match Driver::with_options(options) {
             Ok(driver) => driver,
             Err(e) if std::env::var_os("PACKETPIPE_REQUIRE_URING").is_none() => {
                 eprintln!("io_uring unavailable here ({e}); not soaking the driver");
@@ -57,7 +59,7 @@ fn soak_many_connections_on_one_driver() {
         driver.listen(listener).unwrap();
         started_tx.send(Some((addr, driver.handle()))).unwrap();
         driver.run(soak::echo).expect("the driver runs");
-        Some((driver.stats(), driver.connections()))
+        Some((driver.stats(), driver.stats().open))
     });
     let Some((addr, handle)) = started.recv().expect("the driver thread starts") else {
         return;

@@ -87,35 +87,66 @@ pub use self::ring::TaskRun;
 use super::connection::{ConnectionOptions, DuplexPipe};
 use crate::pipe::{pipe_with, PipeReader, PipeWriter};
 
-/// Settings of a [`Driver`].
+/// Settings of a [`Driver`]: plain data, built with struct update syntax so that a configuration
+/// keeps compiling when fields are added.
 ///
 /// ```no_run
-/// use packetpipe::io::uring::Driver;
+/// use packetpipe::io::uring::{Driver, DriverOptions};
 ///
-/// let driver = Driver::builder()
-///     .ring_entries(1024)
-///     .buffers(512)
-///     .buffer_size(16 * 1024)
-///     .build()?;
+/// let driver = Driver::with_options(DriverOptions {
+///     ring_entries: 1024,
+///     buffers: 512,
+///     buffer_size: 16 * 1024,
+///     ..Default::default()
+/// })?;
 /// # drop(driver);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+///
+/// `task_run`, `register_ring` and `incremental` ask for kernel features the driver falls back
+/// from where the kernel lacks them; setting them lower forces the fallback (CI runs the driver's
+/// tests on each). Under a tool that serializes threads and may delay the eventfd wakes of other
+/// threads (valgrind), set the environment variable `PACKETPIPE_UNDER_VALGRIND`: each wait for
+/// completions is then bounded to 1 ms, so the driver still looks at its wake queue.
 #[derive(Clone, Debug)]
-pub struct DriverBuilder {
-    ring_entries: u32,
-    task_run: TaskRun,
-    register_ring: bool,
-    buffers: u16,
-    buffer_size: usize,
-    incremental: bool,
-    nodelay: bool,
-    wait_timeout: Option<Duration>,
-    options: ConnectionOptions,
+pub struct DriverOptions {
+    /// Submission queue entries (the completion queue has four times as many): at least what
+    /// one loop turn submits, about one per active connection. Default 1024.
+    pub ring_entries: u32,
+    /// How the kernel runs the ring's completion work: the most the driver asks for, falling
+    /// back to the next where the kernel lacks it ([`DriverStats::task_run`] says what it got).
+    /// Default [`TaskRun::Deferred`].
+    pub task_run: TaskRun,
+    /// Register the ring's descriptor for the driver's thread (`IORING_REGISTER_RING_FDS`, Linux
+    /// 5.18), so that each `io_uring_enter` names it by index and the kernel does not look the
+    /// descriptor up every time. Default `true`, used where the kernel has it
+    /// ([`DriverStats::registered_ring`] says whether it is in use).
+    pub register_ring: bool,
+    /// Receive buffers in the provided-buffer ring, shared by every connection of the driver (a
+    /// power of two up to 32768). Default 256. A ring that runs empty slows receiving down
+    /// (`ENOBUFS`: the receive is re-armed once buffers are back); it never loses bytes.
+    pub buffers: u16,
+    /// Bytes of each receive buffer: a pooled block of at least this size. Default 16 KiB.
+    pub buffer_size: usize,
+    /// Incremental buffer consumption (`IOU_PBUF_RING_INC`, Linux 6.12): the kernel packs
+    /// consecutive receives into one buffer. Without it, the driver offers the rest of a buffer
+    /// again after each receive, which packs them too, at one ring entry per receive. Default
+    /// `true`, used where the kernel has it ([`DriverStats::incremental`] says which).
+    pub incremental: bool,
+    /// `TCP_NODELAY` on accepted sockets. Default `true`: request/response traffic should not
+    /// wait for Nagle's algorithm.
+    pub nodelay: bool,
+    /// The pipes of each connection. The input pipe's pool also provides the receive buffers,
+    /// and `max_write_segments` bounds a send's iovecs; the input's `min_segment_size` does not
+    /// size the receives (`buffer_size` does). `pumped` and `keep_blocks_idle` do not apply: the
+    /// kernel receives into the ring's buffers and the driver sends with its own submissions, so
+    /// an idle connection holds no block either way; [`Driver::with_options`] rejects `pumped`.
+    pub connection: ConnectionOptions,
 }
 
-impl Default for DriverBuilder {
-    fn default() -> DriverBuilder {
-        DriverBuilder {
+impl Default for DriverOptions {
+    fn default() -> DriverOptions {
+        DriverOptions {
             ring_entries: 1024,
             task_run: TaskRun::Deferred,
             register_ring: true,
@@ -123,86 +154,8 @@ impl Default for DriverBuilder {
             buffer_size: 16 * 1024,
             incremental: true,
             nodelay: true,
-            wait_timeout: None,
-            options: ConnectionOptions::default(),
+            connection: ConnectionOptions::default(),
         }
-    }
-}
-
-impl DriverBuilder {
-    /// Submission queue entries (the completion queue has twice as many): at least what one
-    /// loop turn submits, about one per active connection. Default 1024.
-    pub fn ring_entries(mut self, entries: u32) -> Self {
-        self.ring_entries = entries;
-        self
-    }
-
-    /// Receive buffers in the provided-buffer ring, shared by every connection of the driver (a
-    /// power of two up to 32768). Default 256. A ring that runs empty slows receiving down
-    /// (`ENOBUFS`: the receive is re-armed once buffers are back); it never loses bytes.
-    pub fn buffers(mut self, buffers: u16) -> Self {
-        self.buffers = buffers;
-        self
-    }
-
-    /// Bytes of each receive buffer: a pooled block of at least this size. Default 16 KiB.
-    pub fn buffer_size(mut self, bytes: usize) -> Self {
-        self.buffer_size = bytes;
-        self
-    }
-
-    /// Incremental buffer consumption (`IOU_PBUF_RING_INC`, Linux 6.12): the kernel packs
-    /// consecutive receives into one buffer. Without it, the driver offers the rest of a buffer
-    /// again after each receive, which packs them too, at one ring entry per receive. Default on
-    /// where the kernel has it (off where it does not: [`DriverStats::incremental`] says which).
-    pub fn incremental(mut self, on: bool) -> Self {
-        self.incremental = on;
-        self
-    }
-
-    /// How the kernel runs the ring's completion work: the most the driver asks for, falling
-    /// back to the next where the kernel lacks it ([`DriverStats::task_run`] says what it got).
-    /// Default [`TaskRun::Deferred`].
-    pub fn task_run(mut self, task_run: TaskRun) -> Self {
-        self.task_run = task_run;
-        self
-    }
-
-    /// Register the ring's descriptor for the driver's thread (`IORING_REGISTER_RING_FDS`, Linux
-    /// 5.18), so that each `io_uring_enter` names it by index and the kernel does not look the
-    /// descriptor up every time. Default on where the kernel has it ([`DriverStats::registered_ring`]
-    /// says whether it is in use).
-    pub fn register_ring(mut self, on: bool) -> Self {
-        self.register_ring = on;
-        self
-    }
-
-    /// `TCP_NODELAY` on accepted sockets (default on: request/response traffic should not wait
-    /// for Nagle's algorithm).
-    pub fn nodelay(mut self, on: bool) -> Self {
-        self.nodelay = on;
-        self
-    }
-
-    /// Bound each wait for completions, so that a driver whose wakes may be delayed (a process
-    /// under a tool that serializes threads, such as valgrind) still looks at its wake queue.
-    /// Default: wait until a completion.
-    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
-        self.wait_timeout = Some(timeout);
-        self
-    }
-
-    /// The pipes of each connection ([`ConnectionOptions::input`]'s pool also provides the
-    /// receive buffers; [`ConnectionOptions::max_write_segments`] bounds a send's iovecs). The
-    /// `pumped` choice does not apply here.
-    pub fn connection_options(mut self, options: ConnectionOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Set up the ring and the buffer ring: the kernel's error if io_uring is unavailable.
-    pub fn build(self) -> io::Result<Driver> {
-        Driver::with_builder(self)
     }
 }
 
@@ -231,6 +184,8 @@ pub struct DriverStats {
     pub paused: u64,
     /// `io_uring_enter` calls.
     pub enters: u64,
+    /// Connections open now (accepted and not yet closed).
+    pub open: u64,
 }
 
 /// A handle that stops a running [`Driver`] from any thread.
@@ -416,22 +371,33 @@ fn generation_of(key: u64) -> u32 {
 }
 
 impl Driver {
-    /// A driver with the default settings ([`DriverBuilder`]).
+    /// A driver with the default settings ([`DriverOptions::default()`]): the kernel's error if
+    /// io_uring is unavailable.
     pub fn new() -> io::Result<Driver> {
-        Driver::builder().build()
+        Driver::with_options(DriverOptions::default())
     }
 
-    /// The settings.
-    pub fn builder() -> DriverBuilder {
-        DriverBuilder::default()
-    }
-
-    fn with_builder(builder: DriverBuilder) -> io::Result<Driver> {
+    /// A driver with the given settings: the kernel's error if io_uring is unavailable.
+    ///
+    /// # Panics
+    ///
+    /// If `options.connection.pumped` is set: the driver moves the bytes itself (see
+    /// [`DriverOptions::connection`]).
+    #[track_caller]
+    pub fn with_options(options: DriverOptions) -> io::Result<Driver> {
+        assert!(
+            !options.connection.pumped,
+            "ConnectionOptions::pumped is true, but the io_uring driver moves the bytes itself \
+             (the pumped transport needs io::tokio or io::futures)"
+        );
+        let builder = options;
+        let wait_timeout =
+            std::env::var_os("PACKETPIPE_UNDER_VALGRIND").map(|_| Duration::from_millis(1));
         let (ring, task_run) = ring::build(builder.ring_entries, builder.task_run)?;
         let enter = Enter::new(&ring, builder.register_ring);
         let registered_ring = enter.is_registered();
         let cq_entries = ring.params().cq_entries() as usize;
-        let pool = builder.options.input.resolved_pool();
+        let pool = builder.connection.input.resolved_pool();
         let mut bufs = BufRing::new(
             builder.buffers,
             0,
@@ -471,9 +437,9 @@ impl Driver {
             // As many as the completion queue holds, so that reaping a full queue never grows it
             // (an allocation mid-stream whenever a turn saw more completions than any before).
             cqes: Vec::with_capacity(cq_entries),
-            options: builder.options,
+            options: builder.connection,
             nodelay: builder.nodelay,
-            wait_timeout: builder.wait_timeout,
+            wait_timeout,
             stats: DriverStats {
                 task_run,
                 registered_ring,
@@ -501,14 +467,12 @@ impl Driver {
         }
     }
 
-    /// What the driver has done so far.
+    /// What the driver has done so far, and the connections open now.
     pub fn stats(&self) -> DriverStats {
-        self.stats
-    }
-
-    /// Connections open now.
-    pub fn connections(&self) -> usize {
-        self.live
+        DriverStats {
+            open: self.live as u64,
+            ..self.stats
+        }
     }
 
     /// Serve connections until [`DriverHandle::shutdown`]: `serve` gets each accepted

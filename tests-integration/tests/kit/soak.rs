@@ -50,7 +50,11 @@ pub fn connection_options(pool: &Pool) -> ConnectionOptions {
         resume_threshold: 16 * 1024,
         ..Default::default()
     };
-    ConnectionOptions::new().input(pipe()).output(pipe())
+    ConnectionOptions {
+        input: pipe(),
+        output: pipe(),
+        ..Default::default()
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

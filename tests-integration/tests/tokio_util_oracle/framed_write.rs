@@ -1,5 +1,5 @@
 //! tokio-util's `tests/framed_write.rs`: `FramedWrite` into a mock writer, as a `FrameWriter`
-//! into a pipe drained (by `packetpipe::io::tokio::drain`) into the same mock.
+//! into a pipe drained (by `wire::mock::drain`) into the same mock.
 //!
 //! `FramedWrite`'s `Sink::poll_ready` flushes its buffer once it holds the backpressure boundary
 //! (`set_backpressure_boundary`); a `FrameWriter` stages with `feed` and never waits there: a
@@ -62,7 +62,7 @@ fn write_multi_frame_in_packet() {
     // One write takes all three frames (then the drain's flush, which the mock lets pass).
     let mut mock = mock([data(b"\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x02")]);
     assert!(matches!(
-        poll(pin!(packetpipe::io::tokio::drain(&mut reader, &mut mock))),
+        poll(pin!(crate::wire::mock::drain(&mut reader, &mut mock))),
         Poll::Ready(Ok(12))
     ));
     assert!(mock.calls.is_empty());
@@ -80,7 +80,7 @@ fn write_multi_frame_after_codec_changed() {
     out.into_inner().complete();
     let mut mock = mock([data(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x08")]);
     assert!(matches!(
-        poll(pin!(packetpipe::io::tokio::drain(&mut reader, &mut mock))),
+        poll(pin!(crate::wire::mock::drain(&mut reader, &mut mock))),
         Poll::Ready(Ok(12))
     ));
     assert!(mock.calls.is_empty());

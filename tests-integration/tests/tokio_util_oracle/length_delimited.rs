@@ -465,8 +465,7 @@ mod write {
     /// Complete the writer and drain everything into `mock`, which must have no call left.
     fn drain_all(out: FrameWriter<LengthDelimited>, reader: &mut PipeReader, mut mock: Mock) {
         out.into_inner().complete();
-        let drain = pin!(packetpipe::io::tokio::drain(reader, &mut mock));
-        match poll(drain) {
+        match poll(pin!(crate::wire::mock::drain(reader, &mut mock))) {
             Poll::Ready(Ok(_)) => {}
             other => panic!("the drain did not finish: {other:?}"),
         }
@@ -546,7 +545,7 @@ mod write {
             flush(),
         ]);
         {
-            let mut drain = pin!(packetpipe::io::tokio::drain(&mut reader, &mut mock));
+            let mut drain = pin!(crate::wire::mock::drain(&mut reader, &mut mock));
             for payload in ["abcdefghi", "123"] {
                 out.send_blocking(Bytes::from(payload)).unwrap();
                 // The pump writes the frame and flushes the sink before it waits for more.
@@ -574,7 +573,7 @@ mod write {
         out.flush_blocking().unwrap();
         out.into_inner().complete();
         {
-            let mut drain = pin!(packetpipe::io::tokio::drain(&mut reader, &mut mock));
+            let mut drain = pin!(crate::wire::mock::drain(&mut reader, &mut mock));
             assert!(poll(drain.as_mut()).is_pending());
             assert!(poll(drain.as_mut()).is_pending());
             assert!(matches!(poll(drain.as_mut()), Poll::Ready(Ok(13))));
@@ -641,7 +640,7 @@ mod write {
         out.feed(Bytes::from("abcdef")).unwrap();
         out.flush_blocking().unwrap();
         {
-            let mut drain = pin!(packetpipe::io::tokio::drain(&mut reader, &mut mock));
+            let mut drain = pin!(crate::wire::mock::drain(&mut reader, &mut mock));
             assert!(poll(drain.as_mut()).is_pending()); // the sink took "ab" and blocked
             out.encoder_mut().set_max_frame_length(5);
             // The frame already encoded goes out whole; the pump then waits on the pipe.
@@ -660,7 +659,7 @@ mod write {
         out.feed(Bytes::from("abcdef")).unwrap();
         out.flush_blocking().unwrap();
         let mut mock = mock([]);
-        let e = futures::executor::block_on(packetpipe::io::tokio::drain(&mut reader, &mut mock))
+        let e = futures::executor::block_on(crate::wire::mock::drain(&mut reader, &mut mock))
             .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::WriteZero);
         // The writer hears of it at its next flush, with the same kind.

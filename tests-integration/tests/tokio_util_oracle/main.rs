@@ -17,9 +17,10 @@
 //!   is the stream after the writer's completion; a codec-level `decode` after an error is the
 //!   stream after [`Frames::resume`](packetpipe::frame::Frames::resume) (a stream ends after a
 //!   decoder error until resumed);
-//! - a mock writer (`AsyncWrite`) is the same mock, written to by the drain pump
-//!   (`packetpipe::io::tokio::drain`) that empties the pipe a `FrameWriter` encodes into: the same
-//!   writes, partial writes, `Pending`s and flushes are asserted, call by call.
+//! - a mock writer (`AsyncWrite`) is the same mock, written to by a socket writer's loop
+//!   (`wire::mock::drain`, over the reader's `AsyncBufRead`) that empties the pipe a
+//!   `FrameWriter` encodes into: the same writes, partial writes, `Pending`s and flushes are
+//!   asserted, call by call.
 //!
 //! Where this crate differs from tokio-util on purpose, a test named `deviation_*` pins the
 //! difference (and the codec's rustdoc says why).

@@ -292,4 +292,43 @@ pub mod mock {
             Poll::Ready(Ok(()))
         }
     }
+
+    /// Empty `reader` into `sink` as a socket writer does (tokio-util's `FramedWrite`, or the
+    /// pumped connection's drain): write the first unconsumed segment, consume what the sink
+    /// took, repeat; flush the sink before waiting on the pipe and at the end. Returns the bytes
+    /// written. A sink that takes 0 bytes completes the reader with `WriteZero` (the writer's
+    /// next flush sees it) and returns that error.
+    pub fn drain<'a>(
+        reader: &'a mut packetpipe::PipeReader,
+        sink: &'a mut Mock,
+    ) -> impl std::future::Future<Output = io::Result<u64>> + 'a {
+        use tokio::io::{AsyncBufRead, AsyncWrite};
+        let (mut total, mut unflushed) = (0u64, false);
+        std::future::poll_fn(move |cx| loop {
+            let buf = match Pin::new(&mut *reader).poll_fill_buf(cx) {
+                Poll::Pending => {
+                    if unflushed {
+                        std::task::ready!(Pin::new(&mut *sink).poll_flush(cx))?;
+                        unflushed = false;
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(buf)) => buf,
+            };
+            if buf.is_empty() {
+                std::task::ready!(Pin::new(&mut *sink).poll_flush(cx))?;
+                return Poll::Ready(Ok(total));
+            }
+            let n = std::task::ready!(Pin::new(&mut *sink).poll_write(cx, buf))?;
+            if n == 0 {
+                let e = || io::Error::new(io::ErrorKind::WriteZero, "the sink accepted 0 bytes");
+                reader.complete_with_error(e());
+                return Poll::Ready(Err(e()));
+            }
+            Pin::new(&mut *reader).consume(n);
+            total += n as u64;
+            unflushed = true;
+        })
+    }
 }
