@@ -232,13 +232,8 @@ fn find_in<'a>(segments: impl Iterator<Item = &'a [u8]> + Clone, pattern: &[u8])
 /// Index of the first `byte` in `haystack`, eight bytes at a time: a delimiter search scans whole
 /// segments, where a byte-by-byte loop costs 40% of a 64-byte line's decode (`Lines`, callgrind).
 /// Safe code; a crate like `memchr` would be faster still on long lines, for a dependency.
-///
-/// ```
-/// assert_eq!(packetpipe::frame::find_byte(b'\n', b"key: value\r\n"), Some(11));
-/// assert_eq!(packetpipe::frame::find_byte(b'\n', b"no end"), None);
-/// ```
 #[inline]
-pub fn find_byte(byte: u8, haystack: &[u8]) -> Option<usize> {
+pub(crate) fn find_byte(byte: u8, haystack: &[u8]) -> Option<usize> {
     const LOW_BITS: u64 = u64::from_le_bytes([0x01; 8]);
     const HIGH_BITS: u64 = u64::from_le_bytes([0x80; 8]);
     let pattern = LOW_BITS * u64::from(byte);
