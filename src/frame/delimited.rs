@@ -110,7 +110,7 @@ struct Search<S> {
     /// Bytes from the front already searched without finding the delimiter's start.
     next_index: usize,
     /// The stream position of the front when `next_index` was set: if the front has moved since
-    /// (the reader was taken back with `Frames::into_parts` and read from), the index is stale.
+    /// (the reader was taken back with `Frames::into_inner` and read from), the index is stale.
     searched_at: u64,
     /// Skipping the rest of an over-long frame, up to the next delimiter.
     discarding: bool,

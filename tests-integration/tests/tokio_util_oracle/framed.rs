@@ -8,9 +8,9 @@
 //!
 //! Not expressible here:
 //! - `external_buf_grows_to_init` and `external_buf_does_not_shrink` check the capacity of the
-//!   `BytesMut` read buffer handed back by `into_parts`. A `Frames` has no read buffer of its own:
-//!   the bytes stay in the pipe's pooled segments, and `into_parts` hands back the reader with
-//!   them (tested in `into_parts_hands_back_the_bytes_left`).
+//!   `BytesMut` read buffer handed back by tokio-util's `into_parts`. A `Frames` has no read buffer of its own:
+//!   the bytes stay in the pipe's pooled segments, and `into_inner` hands back the reader with
+//!   them (tested in `into_inner_hands_back_the_bytes_left`).
 //!
 //! No difference found.
 
