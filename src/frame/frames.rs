@@ -236,12 +236,19 @@ impl<D: Decoder> Frames<D> {
                         }
                     };
                     let mut buf = DecodeBuf::new(&mut self.reader, &mut self.scratch);
-                    let decoded = self.decoder.decode(&mut buf);
-                    if buf.end {
-                        return Poll::Ready(self.end(decoded));
-                    }
-                    match decoded {
-                        Ok(Decoded::Frame(item)) => return Poll::Ready(Some(Ok(item))),
+                    // `end_stream` is checked in each arm rather than on the result first: the
+                    // frame then goes straight back, never through memory for a check.
+                    match self.decoder.decode(&mut buf) {
+                        Ok(Decoded::Frame(item)) => {
+                            if buf.end {
+                                self.state = State::Done;
+                            }
+                            return Poll::Ready(Some(Ok(item)));
+                        }
+                        Ok(Decoded::NeedAtLeast(_)) if buf.end => {
+                            self.state = State::Done;
+                            return Poll::Ready(None);
+                        }
                         Ok(Decoded::NeedAtLeast(n)) => {
                             let len = buf.len();
                             if completed {
@@ -261,7 +268,7 @@ impl<D: Decoder> Frames<D> {
                             }
                         }
                         Err(e) => {
-                            self.state = State::Failed;
+                            self.state = if buf.end { State::Done } else { State::Failed };
                             return Poll::Ready(Some(Err(e)));
                         }
                     }
@@ -293,23 +300,6 @@ impl<D: Decoder> Frames<D> {
                     });
                 }
             }
-        }
-    }
-}
-
-impl<D: Decoder> Frames<D> {
-    /// The decoder called [`DecodeBuf::end_stream`]: yield what it returned, then `None` for good.
-    #[cold]
-    #[inline(never)]
-    fn end(
-        &mut self,
-        decoded: Result<Decoded<D::Item>, D::Error>,
-    ) -> Option<Result<D::Item, D::Error>> {
-        self.state = State::Done;
-        match decoded {
-            Ok(Decoded::Frame(item)) => Some(Ok(item)),
-            Ok(Decoded::NeedAtLeast(_)) => None,
-            Err(e) => Some(Err(e)),
         }
     }
 }
