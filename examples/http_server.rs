@@ -33,23 +33,22 @@
 //!
 //! How it is built: `Framed::new(socket, Http)` makes the socket an inline connection (reading a
 //! request reads the socket into a pooled block, flushing writes it, in this task). `Http` is the
-//! codec: its `Decoder` hands `httparse` the head as one slice (borrowed from the block when it
-//! lies in one segment, copied into a reusable scratch buffer when it spans two) and takes the
-//! body out as packets; its `Encoder` writes a response's head and appends the body's packets.
-//! `FrameWriter::forward` answers every request that is already in the buffer, then flushes
-//! once. `--transport uring` (feature `io-uring`) serves the same codec on the io_uring driver.
+//! codec: its `Decoder` hands `httparse` the head as one slice (`DecodeBuf::contiguous`:
+//! borrowed from the block when it lies in one segment, copied into the stream's reusable scratch
+//! buffer when it spans two), takes the body out as packets, and ends the stream after a request
+//! that closes the connection (`DecodeBuf::end_stream`); its `Encoder` writes a response's head
+//! and appends the body's packets. `FrameWriter::forward` answers every request that is already
+//! in the buffer, then flushes once, and ends after the response that closes the connection. `--transport uring` (feature `io-uring`) serves the same codec on the io_uring driver.
 //! A connection in steady state allocates nothing per request (a body spread over more than four
 //! receive segments, a few MiB, allocates its chain's list).
 #![forbid(unsafe_code)]
 
 use std::mem::MaybeUninit;
-use std::pin::Pin;
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::StreamExt;
 use packetpipe::frame::{DecodeBuf, Decoded, Decoder, Encoder, FrameError, FrameWriter, Frames};
-use packetpipe::pipe::PipeWriter;
+use packetpipe::pipe::{PipeWriter, DEFAULT_COPY_THRESHOLD};
 use packetpipe::{ByteSegments, PacketChain};
 
 /// The limits a request is held to.
@@ -180,8 +179,6 @@ pub struct Http {
     limits: Limits,
     /// The head of the request whose body is awaited, once parsed.
     head: Option<Head>,
-    /// Where the head goes when it spans segments (reused: no allocation per request).
-    scratch: Vec<u8>,
     /// Chunked body: the data spans found so far (offset, length) and where scanning resumes.
     chunks: Vec<(usize, usize)>,
     scan: usize,
@@ -215,21 +212,11 @@ impl Http {
     }
 
     /// Parse the head at the start of `buf`: `Ok(None)` while it is incomplete.
-    fn parse_head(&mut self, buf: &DecodeBuf<'_>) -> Result<Option<Head>, Status> {
-        let buffer = buf.buffer();
-        let len = buffer.len().min(self.limits.max_head);
-        // httparse wants one slice: the first segment when it holds the bytes (the common case),
-        // else a copy in the scratch buffer.
-        let first = buffer.segments().next().unwrap_or_default();
-        let bytes = if first.len() >= len {
-            &first[..len]
-        } else {
-            self.scratch.resize(len, 0);
-            buffer
-                .copy_prefix_to(&mut self.scratch)
-                .map_err(|_| Status::BadRequest)?;
-            &self.scratch[..]
-        };
+    fn parse_head(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Head>, Status> {
+        let len = buf.len().min(self.limits.max_head);
+        // httparse wants one slice: borrowed from the receive block when the bytes lie in one
+        // segment (the common case), else copied once into the stream's scratch buffer.
+        let bytes = buf.contiguous(len).map_err(|_| Status::BadRequest)?;
         // Left uninitialised: httparse writes the ones it fills (a 64-entry array of empty
         // headers would be set up on every call).
         let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
@@ -387,14 +374,12 @@ impl Http {
         let mut body = PacketChain::new();
         let end = match head.body {
             Framing::Length(n) if buf.len() >= head.len + n => {
-                if n > buf.copy_threshold() {
+                buf.skip(head.len)?;
+                if n > DEFAULT_COPY_THRESHOLD {
                     // Shared, never copied, whichever segments it spans.
-                    buf.skip(head.len)?;
-                    body = buf.take_chain(n)?;
+                    body = buf.take_frame_chain(n)?;
                 } else if n > 0 {
-                    body.push(buf.take_after(head.len, n)?); // copied out of the receive block
-                } else {
-                    buf.skip(head.len)?;
+                    body.push(buf.take_frame(n)?); // copied out of the receive block
                 }
                 0
             }
@@ -402,20 +387,20 @@ impl Http {
             Framing::Chunked => match self.scan_chunks(buf) {
                 Ok(Some(end)) => end,
                 Ok(None) => return Ok(self.wait(head, buf.len() + 1)),
-                Err(status) => return Ok(Decoded::Frame(Request::Refused(status))),
+                Err(status) => return Ok(refuse(buf, status)),
             },
         };
         // Chunked: take each chunk's data out, skipping the size lines and trailers around it.
         let mut at = 0;
         for &(offset, len) in &self.chunks {
-            if len > buf.copy_threshold() {
-                buf.skip(offset - at)?;
-                let mut chunk = buf.take_chain(len)?;
+            buf.skip(offset - at)?;
+            if len > DEFAULT_COPY_THRESHOLD {
+                let mut chunk = buf.take_frame_chain(len)?;
                 while let Some(packet) = chunk.pop_front() {
                     body.push(packet);
                 }
             } else {
-                body.push(buf.take_after(offset - at, len)?);
+                body.push(buf.take_frame(len)?);
             }
             at = offset + len;
         }
@@ -423,6 +408,10 @@ impl Http {
         self.chunks.clear();
         self.head = None;
         self.continued = false;
+        if head.connection == Connection::Close {
+            // Its response is the connection's last: no request after it is read.
+            buf.end_stream();
+        }
         Ok(Decoded::Frame(Request::Complete {
             route: head.route,
             body,
@@ -440,6 +429,12 @@ impl Http {
     }
 }
 
+/// A refused request: its response closes the connection, so the stream of requests ends with it.
+fn refuse(buf: &mut DecodeBuf<'_>, status: Status) -> Decoded<Request> {
+    buf.end_stream();
+    Decoded::Frame(Request::Refused(status))
+}
+
 impl Decoder for Http {
     type Item = Request;
     type Error = FrameError;
@@ -453,7 +448,7 @@ impl Decoder for Http {
                     *self.head.insert(head)
                 }
                 Ok(None) => return Ok(Decoded::NeedAtLeast(buf.len() + 1)),
-                Err(status) => return Ok(Decoded::Frame(Request::Refused(status))),
+                Err(status) => return Ok(refuse(buf, status)),
             },
         };
         self.take_body(buf, head)
@@ -591,47 +586,15 @@ pub fn handle(request: Request) -> Response {
     }
 }
 
-/// The responses to the requests of `requests`, ending after one that closes the connection
-/// (without reading the socket again, so the response goes out at once).
-struct Responses<'a> {
-    requests: &'a mut Frames<Http>,
-    closing: bool,
-}
-
-impl Stream for Responses<'_> {
-    type Item = Result<Response, FrameError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.closing {
-            return Poll::Ready(None);
-        }
-        let request = ready!(Pin::new(&mut *self.requests).poll_next(cx));
-        Poll::Ready(request.map(|request| {
-            let response = handle(request?);
-            self.closing = matches!(
-                response,
-                Response::Final {
-                    connection: Connection::Close,
-                    ..
-                }
-            );
-            Ok(response)
-        }))
-    }
-}
-
 /// Serve one connection's requests: answer every request already in the buffer, then flush
-/// once (`forward`), until the client closes or a response closes the connection; then shut
-/// down the sending side.
+/// once (`forward`), until the client closes or a response closes the connection (the decoder
+/// ends the stream of requests after that request); then shut down the sending side.
 pub async fn serve(
     out: &mut FrameWriter<Http>,
     requests: &mut Frames<Http>,
 ) -> Result<(), FrameError> {
-    out.forward(Responses {
-        requests,
-        closing: false,
-    })
-    .await?;
+    out.forward(requests.map(|request| request.map(handle)))
+        .await?;
     out.close().await
 }
 

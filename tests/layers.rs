@@ -11,8 +11,12 @@
 //! The layers above `packet` do not name `block` either: the unsafe core is reached through the
 //! pool's and the packets' types.
 //!
-//! It also checks that the built-in codecs use the frame module's public API only (no private
-//! module, no reaching into a frame submodule), so a new decoder is one file and one `pub use`.
+//! It also checks that each built-in codec is a file of its own: a codec may use the frame
+//! module's crate-private helpers (`encoder::put_copied`, the segments' `find_byte`) like any
+//! code of the module, but never another codec's file, so a new decoder is one file and one
+//! `pub use`, and the helpers it shares live in the module's own files, not in a codec. (The
+//! helpers are crate-private: a decoder outside the crate needs only the public API, which the
+//! doctests and the tests under `tests-integration/` exercise.)
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -35,7 +39,7 @@ const LAYERS: &[(&str, u32)] = &[
 /// their types, not the block's.
 const ONLY_THROUGH: &[(&str, &str)] = &[("block", "packet")];
 
-/// The built-in codecs, which must get by with the frame module's public API.
+/// The built-in codecs, each a file that names no other codec's.
 const CODECS: &[&str] = &[
     "frame/delimited.rs",
     "frame/length_delimited.rs",
@@ -379,26 +383,36 @@ fn every_module_names_only_the_layers_below_it() {
     );
 }
 
-#[test]
-fn the_built_in_codecs_use_the_public_frame_api_only() {
-    let files = sources();
-    let lib = &files
+/// The lines of `text` (the codec file `codec`) that name another codec's module.
+fn codec_violations(codec: &str, text: &str) -> Vec<String> {
+    let codec_modules: Vec<&str> = CODECS
         .iter()
-        .find(|(rel, _)| rel == "lib.rs")
-        .expect("lib.rs")
-        .1;
-    let private: Vec<String> = code_only(lib)
-        .lines()
-        .filter_map(|l| {
-            l.trim()
-                .strip_prefix("mod ")
-                .map(|m| m.trim_end_matches(';').to_string())
-        })
+        .map(|c| c.trim_start_matches("frame/").trim_end_matches(".rs"))
         .collect();
-    assert!(
-        private.contains(&"block".to_string()),
-        "lib.rs parsed: {private:?}"
-    );
+    let mut bad = Vec::new();
+    for (n, line) in code_only(text).lines().enumerate() {
+        let mut names = Vec::new();
+        for (k, _) in line.match_indices("super::") {
+            names.extend(first_names(&line[k + "super::".len()..]));
+        }
+        for (k, _) in line.match_indices("crate::frame::") {
+            names.extend(first_names(&line[k + "crate::frame::".len()..]));
+        }
+        for name in names {
+            if codec_modules.contains(&name.as_str()) {
+                bad.push(format!(
+                    "src/{codec}:{}: reaches into the codec frame::{name}: {line}",
+                    n + 1
+                ));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_built_in_codecs_name_no_other_codec() {
+    let files = sources();
     let mut bad = Vec::new();
     for codec in CODECS {
         let text = &files
@@ -406,33 +420,35 @@ fn the_built_in_codecs_use_the_public_frame_api_only() {
             .find(|(rel, _)| rel == codec)
             .unwrap_or_else(|| panic!("codec src/{codec} not found"))
             .1;
-        for (n, line) in code_only(text).lines().enumerate() {
-            for (k, _) in line.match_indices("super::") {
-                let name = ident_at(&line[k + "super::".len()..]);
-                if name.chars().next().is_some_and(|c| c.is_lowercase()) {
-                    bad.push(format!(
-                        "src/{codec}:{}: reaches into frame::{name}: {line}",
-                        n + 1
-                    ));
-                }
-            }
-            for (k, _) in line.match_indices("crate::") {
-                for name in first_names(&line[k + "crate::".len()..]) {
-                    if private.contains(&name) {
-                        bad.push(format!(
-                            "src/{codec}:{}: private module {name}: {line}",
-                            n + 1
-                        ));
-                    }
-                }
-            }
-        }
+        bad.extend(codec_violations(codec, text));
     }
     assert!(
         bad.is_empty(),
-        "codecs outside the public API:\n{}",
+        "codecs that name another codec's file:\n{}",
         bad.join("\n")
     );
+}
+
+/// The codec check itself: it sees another codec named through `super::` (alone or grouped) and
+/// `crate::frame::`, and lets the module's helpers and lower layers through.
+#[test]
+fn the_codec_check_catches_a_codec_naming_another() {
+    let codec = "frame/length_delimited.rs";
+    for caught in [
+        "use super::delimited::Search;\n",
+        "use super::{encoder::put_copied, passthrough::Passthrough};\n",
+        "fn f() { crate::frame::delimited::x(); }\n",
+    ] {
+        assert_eq!(codec_violations(codec, caught).len(), 1, "{caught}");
+    }
+    for allowed in [
+        "use super::encoder::put_copied;\n",
+        "use super::{DecodeBuf, Decoded};\n",
+        "use crate::segments::find_byte;\n",
+        "// use super::delimited::Search;\n",
+    ] {
+        assert!(codec_violations(codec, allowed).is_empty(), "{allowed}");
+    }
 }
 
 /// The checker itself: it sees each form of an upward path, and not comments or strings.

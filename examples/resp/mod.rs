@@ -106,6 +106,12 @@ impl From<FrameError> for RespError {
     }
 }
 
+impl From<packetpipe::Error> for RespError {
+    fn from(e: packetpipe::Error) -> RespError {
+        RespError::Frame(e.into())
+    }
+}
+
 impl From<io::Error> for RespError {
     fn from(e: io::Error) -> RespError {
         RespError::Io(e)

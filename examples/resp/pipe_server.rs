@@ -130,7 +130,7 @@ impl RespDecoder {
         if in_first_segment || batch.spans.iter().all(|span| span.len() <= threshold) {
             // Copied into a fitted block up to the threshold (or when small arguments span
             // segments), shared zero-copy above it when it lies in one segment.
-            batch.frame = buf.take(end)?;
+            batch.frame = buf.take_frame(end)?;
             return Ok(());
         }
         // A large argument across segments: take each argument out on its own, sharing the
@@ -139,10 +139,10 @@ impl RespDecoder {
         for &span in &batch.spans {
             buf.skip(span.start - consumed)?;
             if span.len() > threshold {
-                batch.chains.push(buf.take_chain(span.len())?);
+                batch.chains.push(buf.take_frame_chain(span.len())?);
                 batch.taken.push(Taken::Chain(batch.chains.len() - 1));
             } else {
-                batch.taken.push(Taken::Packet(buf.take(span.len())?));
+                batch.taken.push(Taken::Packet(buf.take_frame(span.len())?));
             }
             consumed = span.end;
         }

@@ -163,7 +163,7 @@ impl Len for Packet {
 
 impl Len for packetpipe::frame::Line {
     fn len(&self) -> usize {
-        self.as_str().len()
+        str::len(self)
     }
 }
 

@@ -16,7 +16,7 @@
 //! - `write_flush_read_advance`: `write_slice` of 64 bytes, flush, `try_read`, `advance_to`.
 //! - `flush_unpaused`: an 8-byte `write_slice` then a flush that does not pause (the reader keeps up).
 //! - `decode_length_delimited`: one 64-byte frame (4-byte header) through `Frames<LengthDelimited>`
-//!   (`next_blocking`), the writer staging and flushing each frame.
+//!   (`iter_blocking`), the writer staging and flushing each frame.
 //! - `decode_lines`: one 64-byte line (63 characters and `\n`) through `Frames<Lines>`, the same
 //!   way.
 //!
@@ -106,7 +106,11 @@ fn run(path: &str, n: usize) {
             for _ in 0..n {
                 writer.write_slice(black_box(&frame)).expect("write");
                 flush(&mut writer);
-                let packet = frames.next_blocking().expect("a frame").expect("decoded");
+                let packet = frames
+                    .iter_blocking()
+                    .next()
+                    .expect("a frame")
+                    .expect("decoded");
                 assert_eq!(packet.len(), 60);
             }
         }
@@ -126,7 +130,11 @@ fn decode_lines(n: usize) {
     for _ in 0..n {
         writer.write_slice(black_box(&line)).expect("write");
         flush(&mut writer);
-        let line = frames.next_blocking().expect("a line").expect("decoded");
+        let line = frames
+            .iter_blocking()
+            .next()
+            .expect("a line")
+            .expect("decoded");
         assert_eq!(line.len(), 63);
     }
 }

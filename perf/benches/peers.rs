@@ -36,7 +36,7 @@
 //! - `packetpipe_buffer_mut`: `buffer_mut(4 + S)`, the header and the payload written in place,
 //!   `advance(4 + S)`, a flush per frame; the same consumer.
 //! - `packetpipe_frames`: the `write_slice` producer; the consumer is
-//!   `Frames<LengthDelimited>` (`next_blocking` / `Stream::next`), frames taken out by
+//!   `Frames<LengthDelimited>` (`iter_blocking` / `Stream::next`), frames taken out by
 //!   `take_frame` (copied up to the 2 KiB copy threshold, shared above it), checksummed.
 //! - `duplex`: `tokio::io::duplex(64 KiB)`, producer `write_all(frame)`, consumer
 //!   `FramedRead<_, LengthDelimitedCodec>`; on threads each side `block_on`s its own

@@ -14,8 +14,8 @@
 //! the median ratios packetpipe / std of runs made back to back. `--only SERVER` (after the other
 //! options) makes one run of one server, for a profiler.
 //!
-//! - `packetpipe`: `io::blocking::connection(tcp)`, `Frames<LengthDelimited>::blocking_iter()`,
-//!   `FrameWriter::send_blocking` of each frame (no thread of the connection's own);
+//! - `packetpipe`: `io::blocking::connection(tcp)`, `Frames<LengthDelimited>::iter_blocking()`,
+//!   `block_on(FrameWriter::send)` of each frame (no thread of the connection's own);
 //! - `std`: `BufReader` + `read_exact` of header and payload, `BufWriter` + `write_all` +
 //!   `flush`.
 //!
@@ -42,8 +42,8 @@ pub(crate) fn serve_packetpipe(tcp: TcpStream) -> Result<(), BoxError> {
     let (app, connection) = packetpipe::io::blocking::connection(tcp);
     let mut frames = Frames::new(app.reader, LengthDelimited::new());
     let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
-    for frame in frames.blocking_iter() {
-        out.send_blocking(frame?)?;
+    for frame in frames.iter_blocking() {
+        packetpipe::block_on(out.send(frame?))?;
     }
     drop((frames, out)); // the write side closes after the last byte
     packetpipe::block_on(connection)?;

@@ -1,8 +1,10 @@
 //! `Delimited` and `Lines`: frames ended by a delimiter, decoded as tokio-util's
 //! `AnyDelimiterCodec` and `LinesCodec` do.
 
-use super::{find_byte, put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
+use super::encoder::put_copied;
+use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::pipe::{PipeWriter, ReadBuffer};
+use crate::segments::find_byte;
 use crate::ByteSegments;
 use crate::Packet;
 
@@ -108,7 +110,7 @@ struct Search<S> {
     /// Bytes from the front already searched without finding the delimiter's start.
     next_index: usize,
     /// The stream position of the front when `next_index` was set: if the front has moved since
-    /// (the reader was taken back with `Frames::into_parts` and read from), the index is stale.
+    /// (the reader was taken back with `Frames::into_inner` and read from), the index is stale.
     searched_at: u64,
     /// Skipping the rest of an over-long frame, up to the next delimiter.
     discarding: bool,
@@ -192,7 +194,7 @@ impl<S: Seek> Search<S> {
     /// The frame at the front, with its delimiter consumed.
     #[inline(always)]
     fn take(&self, buf: &mut DecodeBuf<'_>, len: usize) -> Result<Packet, FrameError> {
-        let mut frame = buf.take(len + self.seek.width())?;
+        let mut frame = buf.take_frame(len + self.seek.width())?;
         frame.truncate(len);
         Ok(frame)
     }
@@ -217,13 +219,13 @@ impl<S: Seek> Search<S> {
 /// ```
 /// use packetpipe::frame::{Delimited, FrameWriter, Frames};
 ///
-/// let (writer, reader) = packetpipe::pipe::pipe();
+/// let (writer, reader) = packetpipe::pipe();
 /// let mut out = FrameWriter::new(writer, Delimited::new(b"\r\n\r\n", 1024));
 /// out.feed(&b"first"[..])?;
 /// out.feed(&b"second"[..])?;
 /// out.into_inner().complete();
 /// let frames: Vec<_> = Frames::new(reader, Delimited::new(b"\r\n\r\n", 1024))
-///     .blocking_iter()
+///     .iter_blocking()
 ///     .collect::<Result<_, _>>()?;
 /// assert_eq!(frames, [&b"first"[..], &b"second"[..]]);
 /// # Ok::<(), packetpipe::frame::FrameError>(())
@@ -271,15 +273,17 @@ impl Delimited {
     /// # use packetpipe::ByteSegments;
     /// use packetpipe::frame::{Delimited, FrameWriter, Frames};
     ///
-    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// let (mut writer, reader) = packetpipe::pipe();
     /// writer.write_slice(b"chunk 1,chunk 2;chunk 3\n")?;
     /// writer.complete();
     /// let codec = Delimited::any_of(b",;\n\r", b";--;", 64);
-    /// let chunks: Vec<_> = Frames::new(reader, codec.clone()).blocking_iter().collect::<Result<_, _>>()?;
+    /// let chunks: Vec<_> = Frames::new(reader, codec.clone()).iter_blocking().collect::<Result<_, _>>()?;
     /// assert_eq!(chunks, [&b"chunk 1"[..], &b"chunk 2"[..], &b"chunk 3"[..]]);
     ///
-    /// let (writer, mut reader) = packetpipe::pipe::pipe();
-    /// FrameWriter::new(writer, codec).send_all_blocking(["chunk 1", "chunk 2"])?;
+    /// let (writer, mut reader) = packetpipe::pipe();
+    /// let mut out = FrameWriter::new(writer, codec);
+    /// out.feed("chunk 1")?;
+    /// packetpipe::block_on(out.send("chunk 2"))?;
     /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"chunk 1;--;chunk 2;--;");
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
@@ -291,11 +295,6 @@ impl Delimited {
             search: Search::new(Delimiter::any_of(seek_delimiters), max_length),
             sequence_writer: sequence_writer.into(),
         }
-    }
-
-    /// The maximum frame length.
-    pub fn max_length(&self) -> usize {
-        self.search.max_length
     }
 }
 
@@ -322,7 +321,7 @@ impl Decoder for Delimited {
         }
         self.search.next_index = 0;
         let len = buf.len();
-        Ok(Some(buf.take(len)?))
+        Ok(Some(buf.take_frame(len)?))
     }
 }
 
@@ -366,11 +365,11 @@ impl Encoder<Packet> for Delimited {
 /// ```
 /// use packetpipe::frame::{Frames, Lines};
 ///
-/// let (mut writer, reader) = packetpipe::pipe::pipe();
+/// let (mut writer, reader) = packetpipe::pipe();
 /// writer.write_slice("one\r\ntwo\nthree".as_bytes())?;
 /// writer.complete();
 /// let lines: Vec<String> = Frames::new(reader, Lines::new())
-///     .blocking_iter()
+///     .iter_blocking()
 ///     .map(|line| line.map(|line| line.to_string()))
 ///     .collect::<Result<_, _>>()?;
 /// assert_eq!(lines, ["one", "two", "three"]);
@@ -398,11 +397,6 @@ impl Lines {
         Lines {
             search: Search::new(Newline, max_length),
         }
-    }
-
-    /// The maximum line length.
-    pub fn max_length(&self) -> usize {
-        self.search.max_length
     }
 }
 
@@ -447,7 +441,7 @@ impl Decoder for Lines {
         if len == 0 || (len == 1 && buf.buffer().get(0) == Some(b'\r')) {
             return Ok(None);
         }
-        Ok(Some(line(buf.take(len)?)?))
+        Ok(Some(line(buf.take_frame(len)?)?))
     }
 }
 
@@ -461,24 +455,20 @@ impl<T: AsRef<str>> Encoder<T> for Lines {
 }
 
 /// A line of text from [`Lines`]: a [`Packet`] checked to be UTF-8 (without its line ending).
-/// Dereferences to `str`.
+/// Dereferences to `str` (`&*line` is the text; `str`'s methods apply to the line directly);
+/// [`into_packet`](Line::into_packet) gives its bytes back as the packet.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Line(Packet);
 
 impl Line {
-    /// The text.
+    /// The text (what `Deref` gives: `&*line`, or `str`'s methods called on the line).
     #[inline]
-    pub fn as_str(&self) -> &str {
+    fn as_str(&self) -> &str {
         // SAFETY: a `Line` is only made by `line()` from a packet that `str::from_utf8` accepted,
         // or empty (`Default`), and its packet's bytes never change: a packet's bytes change only
         // through `&mut` of the packet (`Packet::get_mut`, `prepend`), and `Line` hands out no
         // mutable access to its packet.
         unsafe { std::str::from_utf8_unchecked(self.0.as_slice()) }
-    }
-
-    /// The bytes, as a packet.
-    pub fn as_packet(&self) -> &Packet {
-        &self.0
     }
 
     /// The bytes, as a packet.

@@ -19,6 +19,8 @@ use crate::ByteSegments;
 /// [`bytes::BufMut`] implementation, a payload [`append`](PipeWriter::append)ed zero-copy. It
 /// stages; publishing is the flush's job, so many frames can share one flush. An encoder should
 /// check everything that can fail before it stages a byte, so a failed item leaves nothing behind.
+/// Its error type takes both the pipe's errors (what the writer's methods return) and the frame
+/// module's, so `?` works on every call inside `encode`.
 ///
 /// ```
 /// # use packetpipe::ByteSegments;
@@ -39,15 +41,18 @@ use crate::ByteSegments;
 ///     }
 /// }
 ///
-/// let (writer, mut reader) = packetpipe::pipe::pipe();
+/// let (writer, mut reader) = packetpipe::pipe();
 /// let mut out = FrameWriter::new(writer, Tagged);
-/// out.send_all_blocking([(1, 7), (2, 8)])?;
+/// out.feed((1, 7))?;
+/// packetpipe::block_on(out.send((2, 8)))?; // both frames, one flush
 /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"\x01\0\0\0\x07\x02\0\0\0\x08");
 /// # Ok::<(), FrameError>(())
 /// ```
 pub trait Encoder<Item> {
-    /// The error; pipe errors and the frame module's own errors convert into it.
-    type Error: From<FrameError>;
+    /// The error. Both the pipe's errors ([`crate::Error`], what the writer's methods return)
+    /// and the frame module's ([`FrameError`]) convert into it, so `?` works on every call inside
+    /// `encode` whatever the error type.
+    type Error: From<FrameError> + From<crate::Error>;
 
     /// Stage `item` as a frame in `dst`.
     fn encode(&mut self, item: Item, dst: &mut PipeWriter) -> Result<(), Self::Error>;
@@ -64,18 +69,7 @@ impl<Item, E: Encoder<Item> + ?Sized> Encoder<Item> for &mut E {
 /// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer: an encoder's
 /// copying path (a header and a small payload, a payload and its delimiter), one
 /// [`spare_mut`](PipeWriter::spare_mut) and one [`commit`](PipeWriter::commit).
-///
-/// ```
-/// # use packetpipe::ByteSegments;
-/// use packetpipe::frame::put_copied;
-///
-/// let (mut writer, mut reader) = packetpipe::pipe::pipe();
-/// put_copied(&mut writer, b"3:", &b"abc"[..])?;
-/// writer.complete();
-/// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"3:abc");
-/// # Ok::<(), packetpipe::frame::FrameError>(())
-/// ```
-pub fn put_copied(
+pub(crate) fn put_copied(
     dst: &mut PipeWriter,
     head: &[u8],
     tail: &(impl ByteSegments + ?Sized),
@@ -88,29 +82,30 @@ pub fn put_copied(
     Ok(())
 }
 
-/// Staged bytes at which [`FrameWriter::send_all`] and [`FrameWriter::forward`] flush before
+/// Staged bytes at which [`FrameWriter::forward`] (and the `Sink`'s `poll_ready`) flush before
 /// going on, by default: the pipe's default pause threshold, so a long batch neither grows
 /// without bound nor flushes more often than backpressure would make it wait anyway.
 pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 
 /// The writing side of framing: an [`Encoder`] over a [`PipeWriter`], sink-like.
 ///
-/// - [`feed`](Self::feed) encodes and stages, no flush;
+/// - [`feed`](Self::feed) encodes and stages, no flush (many items, then one
+///   [`flush`](Self::flush): one flush for the batch);
 /// - [`send`](Self::send) encodes, then flushes once;
-/// - [`send_all`](Self::send_all) encodes every item of an iterator with one flush at the end (and
-///   one each time [`batch_bytes`](Self::set_batch_bytes) are staged, to bound memory);
-/// - [`forward`](Self::forward) does the same for a [`Stream`], flushing whenever the stream has
-///   nothing ready: a burst of frames goes out with one flush;
-/// - [`flush`](Self::flush) publishes what is staged.
+/// - [`forward`](Self::forward) encodes every item of a [`Stream`], flushing whenever the stream
+///   has nothing ready (a burst of frames goes out with one flush) and each time
+///   [`batch bytes`](Self::set_batch_bytes) are staged, to bound memory;
+/// - [`flush`](Self::flush) publishes what is staged; [`close`](Self::close) flushes and
+///   completes the writer.
 ///
-/// Each has a blocking form for threads. The flushes are the pipe's: they wait only under
-/// backpressure, and report the reader's completion in their [`FlushResult`].
+/// Thread-based code runs the futures with [`crate::block_on`]. The flushes are the pipe's: they
+/// wait only under backpressure, and report the reader's completion in their [`FlushResult`].
 ///
 /// One difference from tokio-util's `FramedWrite`, on purpose: its `poll_ready` flushes (and
 /// waits) once its buffer holds the backpressure boundary (8 KiB by default); `feed` here never
 /// flushes or waits, since the caller decides when a batch is complete (one flush per burst is
 /// the point of staging). The counterparts are [`set_batch_bytes`](Self::set_batch_bytes), at
-/// which `send_all` and `forward` flush, and the pipe's pause threshold, at which those flushes
+/// which `forward` flushes, and the pipe's pause threshold, at which those flushes
 /// wait for the reader: together they bound what is staged as the boundary does.
 ///
 /// ```
@@ -119,11 +114,14 @@ pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use packetpipe::frame::{FrameWriter, LengthDelimited};
 ///
-/// let (writer, mut reader) = packetpipe::pipe::pipe();
+/// let (writer, mut reader) = packetpipe::pipe();
 /// let mut out = FrameWriter::new(writer, LengthDelimited::builder().length_field_type::<u8>().new_codec());
 /// out.feed(&b"a"[..])?;
-/// out.send(&b"bc"[..]).await?;                  // both frames, one flush
-/// out.send_all([&b"d"[..], &b"e"[..]]).await?; // two more, one flush
+/// out.send(&b"bc"[..]).await?; // both frames, one flush
+/// for item in [&b"d"[..], &b"e"[..]] {
+///     out.feed(item)?;
+/// }
+/// out.flush().await?; // two more, one flush
 /// assert_eq!(reader.read_buffer().await?.buffer.to_vec(), b"\x01a\x02bc\x01d\x01e");
 /// # Ok(())
 /// # })
@@ -159,7 +157,7 @@ impl<E> FrameWriter<E> {
         }
     }
 
-    /// Flush within [`send_all`](Self::send_all) and [`forward`](Self::forward) whenever this many
+    /// Flush within [`forward`](Self::forward) (and the `Sink`'s `poll_ready`) whenever this many
     /// bytes are staged (default [`DEFAULT_BATCH_BYTES`]; at least 1).
     pub fn set_batch_bytes(&mut self, bytes: usize) {
         self.batch_bytes = bytes.max(1);
@@ -171,11 +169,11 @@ impl<E> FrameWriter<E> {
     /// # use packetpipe::ByteSegments;
     /// use packetpipe::frame::{FrameWriter, Lines};
     ///
-    /// let (writer, mut reader) = packetpipe::pipe::pipe();
+    /// let (writer, mut reader) = packetpipe::pipe();
     /// let mut out = FrameWriter::new(writer, Lines::new());
     /// out.feed("staged")?;
     /// assert!(reader.try_read()?.is_none()); // not flushed yet
-    /// out.flush_blocking()?;
+    /// packetpipe::block_on(out.flush())?;
     /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"staged\n");
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
@@ -192,38 +190,16 @@ impl<E> FrameWriter<E> {
     /// polled; the future only flushes. Dropped before it completes, it loses nothing and
     /// duplicates nothing: the frame stays staged and goes out with the next flush, or when the
     /// writer completes.
-    pub fn send<I>(&mut self, item: I) -> Send<'_, E::Error>
+    pub fn send<I>(&mut self, item: I) -> SendFuture<'_, E::Error>
     where
         E: Encoder<I>,
     {
         let error = self.feed(item).err();
         self.writer.start_flush();
-        Send {
+        SendFuture {
             writer: &mut self.writer,
             connection: self.connection.as_mut(),
             error,
-        }
-    }
-
-    /// Encode and stage every item, flushing once at the end (and whenever
-    /// [`batch bytes`](Self::set_batch_bytes) are staged); the output is the last flush's.
-    /// Stops early, with that flush's result, if a flush reports the reader completed or the flush
-    /// canceled.
-    ///
-    /// Cancel safety: items are taken from the iterator one at a time and staged at once; dropped
-    /// before it completes, the future loses and duplicates nothing: what it took is staged
-    /// (published by the next flush or the writer's completion), what it did not take is still in
-    /// the iterator (pass `&mut iter` to keep it).
-    pub fn send_all<I, T>(&mut self, items: I) -> SendAll<'_, E, I::IntoIter>
-    where
-        I: IntoIterator<Item = T>,
-        E: Encoder<T>,
-    {
-        SendAll {
-            frame_writer: self,
-            items: items.into_iter(),
-            flushing: false,
-            done: false,
         }
     }
 
@@ -242,8 +218,8 @@ impl<E> FrameWriter<E> {
     /// use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
     ///
     /// // An echo: every frame read from one pipe is written to another.
-    /// let (mut inbound, reader) = packetpipe::pipe::pipe();
-    /// let (writer, mut outbound) = packetpipe::pipe::pipe();
+    /// let (mut inbound, reader) = packetpipe::pipe();
+    /// let (writer, mut outbound) = packetpipe::pipe();
     /// inbound.write_slice(b"\0\0\0\x02hi\0\0\0\x03you")?;
     /// inbound.complete();
     /// let mut frames = Frames::new(reader, LengthDelimited::new());
@@ -272,59 +248,13 @@ impl<E> FrameWriter<E> {
     ///
     /// Cancel safety: dropping the future loses nothing; the bytes are published at its first
     /// poll, and a later flush waits again if backpressure still applies.
-    pub fn flush(&mut self) -> Send<'_, FrameError> {
+    pub fn flush(&mut self) -> SendFuture<'_, FrameError> {
         self.writer.start_flush();
-        Send {
+        SendFuture {
             writer: &mut self.writer,
             connection: self.connection.as_mut(),
             error: None,
         }
-    }
-
-    /// [`send`](Self::send), parking the thread while the flush waits.
-    pub fn send_blocking<I>(&mut self, item: I) -> Result<FlushResult, E::Error>
-    where
-        E: Encoder<I>,
-    {
-        self.feed(item)?;
-        Ok(self.flush_blocking()?)
-    }
-
-    /// [`send_all`](Self::send_all), parking the thread while a flush waits.
-    pub fn send_all_blocking<I, T>(&mut self, items: I) -> Result<FlushResult, E::Error>
-    where
-        I: IntoIterator<Item = T>,
-        E: Encoder<T>,
-    {
-        let mut items = items.into_iter();
-        loop {
-            let done = self.feed_batch(&mut items)?;
-            let result = self.flush_blocking()?;
-            if done || result.is_completed || result.is_canceled {
-                return Ok(result);
-            }
-        }
-    }
-
-    /// [`flush`](Self::flush), parking the thread while it waits.
-    pub fn flush_blocking(&mut self) -> Result<FlushResult, FrameError> {
-        crate::pipe::block_on(self.flush())
-    }
-
-    /// Encode items until the batch is full, the items run out, or the writer learns that the
-    /// reader completed (its writes are discarded from then on, so the batch would never fill:
-    /// the flush that follows reports the completion); whether the items ran out.
-    fn feed_batch<T>(&mut self, items: &mut impl Iterator<Item = T>) -> Result<bool, E::Error>
-    where
-        E: Encoder<T>,
-    {
-        while self.writer.unflushed_len() < self.batch_bytes && !self.writer.is_reader_completed() {
-            match items.next() {
-                Some(item) => self.feed(item)?,
-                None => return Ok(true),
-            }
-        }
-        Ok(false)
     }
 
     /// The pipe writer.
@@ -359,11 +289,11 @@ impl<E> FrameWriter<E> {
     /// # use packetpipe::ByteSegments;
     /// use packetpipe::frame::{FrameWriter, LengthDelimited, Lines};
     ///
-    /// let (writer, mut reader) = packetpipe::pipe::pipe();
+    /// let (writer, mut reader) = packetpipe::pipe();
     /// let mut out = FrameWriter::new(writer, Lines::new());
     /// out.feed("HELLO 1")?;
     /// let mut out = out.map_encoder(|_| LengthDelimited::new());
-    /// out.send_blocking(&b"hi"[..])?;
+    /// packetpipe::block_on(out.send(&b"hi"[..]))?;
     /// assert_eq!(reader.read_blocking()?.buffer.to_vec(), b"HELLO 1\n\0\0\0\x02hi");
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
@@ -376,28 +306,24 @@ impl<E> FrameWriter<E> {
         }
     }
 
-    /// The pipe writer and the encoder. A [`Framed`](super::Framed)'s writer lets its
-    /// connection go: the pipe writer's flushes still write the stream, but bytes a full socket
-    /// did not take wait for the next flush.
-    pub fn into_parts(self) -> (PipeWriter, E) {
-        (self.writer, self.encoder)
-    }
-
     /// Flush what is staged, complete the writer, and over a [`Framed`](super::Framed)'s
     /// connection wait until the stream took every byte and its write side is shut down (the
     /// `Sink`'s `close`). Cancel safe: dropped early, the writer may be completed already and
     /// the connection's future (or a later `close`) finishes the rest.
-    pub fn close(&mut self) -> impl Future<Output = Result<(), FrameError>> + '_ {
-        std::future::poll_fn(move |cx| self.poll_sink_close(cx))
+    pub fn close(&mut self) -> Close<'_, E> {
+        Close { frame_writer: self }
     }
 
-    /// [`close`](Self::close) for thread-based code.
-    pub fn close_blocking(&mut self) -> Result<(), FrameError> {
-        crate::pipe::block_on(self.close())
+    /// The `Sink`'s `poll_ready`: flush first once the batch is full.
+    pub(crate) fn poll_sink_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
+        if self.writer.unflushed_len() >= self.batch_bytes {
+            ready!(self.poll_sink_flush(cx))?;
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// The `Sink` flush: publish, then (over a connection) wait until the stream took the bytes.
-    fn poll_sink_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
+    pub(crate) fn poll_sink_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
         ready!(poll_flush_through(
             &mut self.writer,
             self.connection.as_mut(),
@@ -412,7 +338,7 @@ impl<E> FrameWriter<E> {
 
     /// The `Sink` close: flush, complete the writer, and (over a connection) wait until the
     /// write side is shut down.
-    fn poll_sink_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
+    pub(crate) fn poll_sink_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FrameError>> {
         if !self.writer.is_writer_completed() {
             ready!(self.poll_sink_flush(cx))?;
             self.writer.complete();
@@ -437,11 +363,7 @@ where
     type Error = E::Error;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        let this = self.get_mut();
-        if this.writer.unflushed_len() >= this.batch_bytes {
-            ready!(this.poll_sink_flush(cx))?;
-        }
-        Poll::Ready(Ok(()))
+        self.get_mut().poll_sink_ready(cx).map_err(Into::into)
     }
 
     fn start_send(self: Pin<&mut Self>, item: I) -> Result<(), Self::Error> {
@@ -461,16 +383,16 @@ where
 /// staged); over a [`Framed`](super::Framed)'s connection it returns once the stream took the
 /// bytes.
 #[must_use = "futures do nothing unless polled"]
-pub struct Send<'a, Er> {
+pub struct SendFuture<'a, Er> {
     writer: &'a mut PipeWriter,
     connection: Option<&'a mut Connection>,
     error: Option<Er>,
 }
 
 // Nothing in it is pinned: the error is only ever moved out.
-impl<Er> Unpin for Send<'_, Er> {}
+impl<Er> Unpin for SendFuture<'_, Er> {}
 
-impl<Er: From<FrameError>> Future for Send<'_, Er> {
+impl<Er: From<FrameError>> Future for SendFuture<'_, Er> {
     type Output = Result<FlushResult, Er>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -514,9 +436,29 @@ fn poll_flush_through(
     }
 }
 
-impl<Er> std::fmt::Debug for Send<'_, Er> {
+impl<Er> std::fmt::Debug for SendFuture<'_, Er> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Send")
+        f.write_str("SendFuture")
+    }
+}
+
+/// Future of [`FrameWriter::close`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Close<'a, E> {
+    frame_writer: &'a mut FrameWriter<E>,
+}
+
+impl<E> Future for Close<'_, E> {
+    type Output = Result<(), FrameError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().frame_writer.poll_sink_close(cx)
+    }
+}
+
+impl<E> std::fmt::Debug for Close<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Close")
     }
 }
 
@@ -530,50 +472,6 @@ fn poll_flush_step<Er: From<FrameError>>(
     let result = ready!(poll_flush_through(writer, connection, cx))?;
     let stop = done || result.is_completed || result.is_canceled;
     Poll::Ready(Ok(stop.then_some(result)))
-}
-
-pin_project! {
-    /// Future of [`FrameWriter::send_all`].
-    #[must_use = "futures do nothing unless polled"]
-    pub struct SendAll<'a, E, I> {
-        frame_writer: &'a mut FrameWriter<E>,
-        items: I,
-        flushing: bool,
-        done: bool,
-    }
-}
-
-impl<E, I, T> Future for SendAll<'_, E, I>
-where
-    I: Iterator<Item = T>,
-    E: Encoder<T>,
-{
-    type Output = Result<FlushResult, E::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        loop {
-            if *this.flushing {
-                if let Some(result) = ready!(poll_flush_step(
-                    &mut this.frame_writer.writer,
-                    this.frame_writer.connection.as_mut(),
-                    cx,
-                    *this.done
-                ))? {
-                    return Poll::Ready(Ok(result));
-                }
-                *this.flushing = false;
-            }
-            *this.done = this.frame_writer.feed_batch(this.items)?;
-            *this.flushing = true;
-        }
-    }
-}
-
-impl<E, I> std::fmt::Debug for SendAll<'_, E, I> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SendAll")
-    }
 }
 
 pin_project! {

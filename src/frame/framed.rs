@@ -14,6 +14,11 @@ use crate::io::{Connection, DuplexPipe};
 /// in the caller's own task. [`split`](Framed::split) gives the two halves, a [`FrameWriter`] and
 /// a [`Frames`], for two tasks or a `forward`.
 ///
+/// One codec, no `Clone` needed: the `Framed` decodes and encodes with the same value, so an
+/// encoder sees what decoding saw (the state a request left when its response is encoded).
+/// [`split`](Framed::split) gives each half a copy (it needs `C: Clone`), after which they no
+/// longer share state.
+///
 /// The `Sink`'s flush returns once the stream took the bytes (as `FramedWrite`'s does); its close
 /// once the write side is shut down. Errors come out where tokio-util's do: a decoder's error or
 /// the stream's read error as an item, a write error from the flush.
@@ -53,11 +58,14 @@ use crate::io::{Connection, DuplexPipe};
 /// ```
 #[derive(Debug)]
 pub struct Framed<C> {
+    /// The reading half, holding the one codec.
     frames: Frames<C>,
-    writer: FrameWriter<C>,
+    /// The writing half, without an encoder of its own: items are encoded with the `frames`'
+    /// codec.
+    writer: FrameWriter<()>,
 }
 
-impl<C: Decoder + Clone> Framed<C> {
+impl<C: Decoder> Framed<C> {
     /// Frames over a tokio stream (an inline connection: see
     /// [`io::tokio::connection`](crate::io::tokio::connection)), decoded and encoded with `codec`.
     #[cfg(feature = "tokio")]
@@ -74,16 +82,25 @@ impl<C: Decoder + Clone> Framed<C> {
     /// is not spawned.
     pub fn from_connection(app: DuplexPipe, connection: Connection, codec: C) -> Framed<C> {
         Framed {
-            frames: Frames::new(app.reader, codec.clone()),
-            writer: FrameWriter::with_connection(app.writer, codec, connection),
+            frames: Frames::new(app.reader, codec),
+            writer: FrameWriter::with_connection(app.writer, (), connection),
         }
     }
 }
 
 impl<C> Framed<C> {
-    /// The writing half and the reading half.
-    pub fn split(self) -> (FrameWriter<C>, Frames<C>) {
-        (self.writer, self.frames)
+    /// The writing half and the reading half, for two tasks or a
+    /// [`forward`](FrameWriter::forward), each with a copy of the codec (hence `C: Clone`): from
+    /// here on the encoder does not see what the decoder saw. A protocol whose responses depend on
+    /// its requests carries what the encoder needs in the decoded item (the `http_server`
+    /// example's requests carry whether the connection closes), or shares state inside the codec
+    /// (an `Arc`), or keeps the `Framed` whole.
+    pub fn split(self) -> (FrameWriter<C>, Frames<C>)
+    where
+        C: Clone,
+    {
+        let codec = self.frames.decoder().clone();
+        (self.writer.map_encoder(|()| codec), self.frames)
     }
 
     /// The next frame (see [`Frames::next`]).
@@ -94,16 +111,6 @@ impl<C> Framed<C> {
         C: Decoder,
     {
         self.frames.next()
-    }
-
-    /// The reading half.
-    pub fn frames_mut(&mut self) -> &mut Frames<C> {
-        &mut self.frames
-    }
-
-    /// The writing half.
-    pub fn writer_mut(&mut self) -> &mut FrameWriter<C> {
-        &mut self.writer
     }
 }
 
@@ -119,6 +126,7 @@ where
     }
 }
 
+/// Encodes with the same codec the stream decodes with.
 impl<C, I> futures_sink::Sink<I> for Framed<C>
 where
     C: Encoder<I> + Unpin,
@@ -126,18 +134,30 @@ where
     type Error = C::Error;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        futures_sink::Sink::<I>::poll_ready(Pin::new(&mut self.get_mut().writer), cx)
+        self.get_mut()
+            .writer
+            .poll_sink_ready(cx)
+            .map_err(Into::into)
     }
 
     fn start_send(self: Pin<&mut Self>, item: I) -> Result<(), Self::Error> {
-        Pin::new(&mut self.get_mut().writer).start_send(item)
+        let this = self.get_mut();
+        this.frames
+            .decoder_mut()
+            .encode(item, this.writer.get_mut())
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        futures_sink::Sink::<I>::poll_flush(Pin::new(&mut self.get_mut().writer), cx)
+        self.get_mut()
+            .writer
+            .poll_sink_flush(cx)
+            .map_err(Into::into)
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        futures_sink::Sink::<I>::poll_close(Pin::new(&mut self.get_mut().writer), cx)
+        self.get_mut()
+            .writer
+            .poll_sink_close(cx)
+            .map_err(Into::into)
     }
 }

@@ -27,7 +27,7 @@ enum State {
 /// The frames of a pipe: a [`Decoder`] driven over a [`PipeReader`].
 ///
 /// A [`Stream`] of `Result<D::Item, D::Error>` for async code, and a blocking iterator
-/// ([`next_blocking`](Self::next_blocking), [`blocking_iter`](Self::blocking_iter)) for threads.
+/// ([`iter_blocking`](Self::iter_blocking)) for threads.
 ///
 /// How it reads: frames are decoded from the bytes at hand, one per poll, without touching the
 /// pipe's synchronization; when the decoder answers [`Decoded::NeedAtLeast(n)`](Decoded::NeedAtLeast),
@@ -49,6 +49,9 @@ enum State {
 ///   `FramedRead` first waits for its next read to return (new bytes or the end), so a complete
 ///   frame already received would sit there until the peer sends more;
 /// - an error of the pipe (the writer completed with an error) is yielded, then `None` for good;
+/// - a decoder that calls [`DecodeBuf::end_stream`] ends it after the frame it returns (then
+///   `None` for good, without reading the pipe again; the bytes after that frame stay in the
+///   pipe), as a `FramedRead` whose stream ended right after that frame would;
 /// - a read canceled through [`PipeCanceler`](crate::pipe::PipeCanceler) yields
 ///   [`FrameError::Canceled`] and the stream goes on.
 ///
@@ -67,7 +70,7 @@ enum State {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use packetpipe::frame::{Frames, Lines};
 ///
-/// let (mut writer, reader) = packetpipe::pipe::pipe();
+/// let (mut writer, reader) = packetpipe::pipe();
 /// writer.write_slice(b"hello\r\nworld\npart")?;
 /// writer.flush_pipe().await?;
 /// let mut lines = Frames::new(reader, Lines::new());
@@ -83,6 +86,8 @@ pub struct Frames<D> {
     reader: PipeReader,
     decoder: D,
     state: State,
+    /// [`DecodeBuf::contiguous`]'s copies of bytes that span segments, reused.
+    scratch: Vec<u8>,
     /// Bytes the buffer held when the stream last began to wait ([`State::Wait`]): a read that
     /// finds the writer completed and no byte beyond them goes straight to `decode_eof`, as
     /// `FramedRead` calls `decode_eof` (not `decode`) on the read that returns the end. 0 before
@@ -100,6 +105,7 @@ impl<D: Decoder> Frames<D> {
             reader,
             decoder,
             state: State::Wait(1),
+            scratch: Vec::new(),
             seen: 0,
         }
     }
@@ -119,7 +125,7 @@ impl<D: Decoder> Frames<D> {
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use packetpipe::frame::{Frames, LengthDelimited};
     ///
-    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// let (mut writer, reader) = packetpipe::pipe();
     /// writer.write_slice(b"\0\0\0\x02hi\0\0\0\x03you")?;
     /// writer.complete();
     /// let mut frames = Frames::new(reader, LengthDelimited::new());
@@ -135,7 +141,7 @@ impl<D: Decoder> Frames<D> {
     ///
     /// [`StreamExt::next`]: https://docs.rs/futures/latest/futures/stream/trait.StreamExt.html#method.next
     // Not `Iterator::next` (clippy's guess from the name): the async `next` of `StreamExt`, made
-    // inherent on purpose (see above); the blocking iterator is `blocking_iter`.
+    // inherent on purpose (see above); the blocking iterator is `iter_blocking`.
     #[allow(clippy::should_implement_trait)]
     #[inline]
     pub fn next(&mut self) -> Next<'_, D> {
@@ -145,7 +151,7 @@ impl<D: Decoder> Frames<D> {
     /// The next frame, parking the thread while waiting for bytes; `None` at the end.
     // Always inlined, as `next`'s poll: a call returns each item through memory (`Frames::next`).
     #[inline(always)]
-    pub fn next_blocking(&mut self) -> Option<Result<D::Item, D::Error>> {
+    fn next_blocking(&mut self) -> Option<Result<D::Item, D::Error>> {
         let step = self.step(|reader, n| Poll::Ready(reader.read_at_least_blocking(n).map(|_| ())));
         match step {
             Poll::Ready(item) => item,
@@ -153,9 +159,23 @@ impl<D: Decoder> Frames<D> {
         }
     }
 
-    /// An iterator over the frames that parks the thread while waiting for bytes.
-    pub fn blocking_iter(&mut self) -> BlockingIter<'_, D> {
-        BlockingIter { frames: self }
+    /// An iterator over the frames that parks the thread while waiting for bytes (in async code,
+    /// `frames.next().await`).
+    ///
+    /// ```
+    /// use packetpipe::frame::{Frames, Lines};
+    ///
+    /// let (mut writer, reader) = packetpipe::pipe();
+    /// writer.write_slice(b"one\ntwo\n")?;
+    /// writer.complete();
+    /// let mut lines = Frames::new(reader, Lines::new());
+    /// let mut iter = lines.iter_blocking();
+    /// assert_eq!(iter.next().unwrap()?, "one"); // one frame
+    /// assert_eq!(iter.collect::<Result<Vec<_>, _>>()?, ["two"]); // or all of them
+    /// # Ok::<(), packetpipe::frame::FrameError>(())
+    /// ```
+    pub fn iter_blocking(&mut self) -> IterBlocking<'_, D> {
+        IterBlocking { frames: self }
     }
 
     /// After a decoder error (the stream then ended), go on decoding. Returns whether there was
@@ -216,15 +236,26 @@ impl<D: Decoder> Frames<D> {
                             continue;
                         }
                     };
-                    let mut buf = DecodeBuf::new(&mut self.reader, completed);
+                    let mut buf = DecodeBuf::new(&mut self.reader, &mut self.scratch);
+                    // `end_stream` is checked in each arm rather than on the result first: the
+                    // frame then goes straight back, never through memory for a check.
                     match self.decoder.decode(&mut buf) {
-                        Ok(Decoded::Frame(item)) => return Poll::Ready(Some(Ok(item))),
+                        Ok(Decoded::Frame(item)) => {
+                            if buf.end {
+                                self.state = State::Done;
+                            }
+                            return Poll::Ready(Some(Ok(item)));
+                        }
+                        Ok(Decoded::NeedAtLeast(_)) if buf.end => {
+                            self.state = State::Done;
+                            return Poll::Ready(None);
+                        }
                         Ok(Decoded::NeedAtLeast(n)) => {
+                            let len = buf.len();
                             if completed {
                                 self.state = State::Eof;
                                 continue;
                             }
-                            let len = buf.len();
                             self.seen = len;
                             // Examined everything, consumed nothing more: cannot fail, a read
                             // is in hand and 0 <= len <= its length.
@@ -238,7 +269,7 @@ impl<D: Decoder> Frames<D> {
                             }
                         }
                         Err(e) => {
-                            self.state = State::Failed;
+                            self.state = if buf.end { State::Done } else { State::Failed };
                             return Poll::Ready(Some(Err(e)));
                         }
                     }
@@ -249,9 +280,16 @@ impl<D: Decoder> Frames<D> {
                         self.state = State::Wait(0);
                         continue;
                     }
-                    let mut buf = DecodeBuf::new(&mut self.reader, true);
-                    return Poll::Ready(match self.decoder.decode_eof(&mut buf) {
-                        Ok(Some(item)) => Some(Ok(item)),
+                    let mut buf = DecodeBuf::new(&mut self.reader, &mut self.scratch);
+                    let decoded = self.decoder.decode_eof(&mut buf);
+                    let end = buf.end;
+                    return Poll::Ready(match decoded {
+                        Ok(Some(item)) => {
+                            if end {
+                                self.state = State::Done;
+                            }
+                            Some(Ok(item))
+                        }
                         Ok(None) => {
                             self.state = State::Done;
                             None
@@ -283,12 +321,6 @@ impl<D> Frames<D> {
         &mut self.decoder
     }
 
-    /// The reader back, every unconsumed byte intact (including those of a partial frame): its next
-    /// `read_buffer` returns them at once.
-    pub fn into_inner(self) -> PipeReader {
-        self.into_parts().0
-    }
-
     /// Go on with another decoder, from where this one stopped: the bytes in the pipe, the state
     /// of the stream (ended, failed, at the end) and the reader are kept (tokio-util's
     /// `FramedRead::map_decoder`).
@@ -296,13 +328,13 @@ impl<D> Frames<D> {
     /// ```
     /// use packetpipe::frame::{Frames, Lines, LengthDelimited};
     ///
-    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// let (mut writer, reader) = packetpipe::pipe();
     /// writer.write_slice(b"HELLO 1\n\0\0\0\x02hi")?;
     /// writer.complete();
     /// let mut lines = Frames::new(reader, Lines::new());
-    /// assert_eq!(lines.next_blocking().unwrap()?, "HELLO 1"); // a text greeting, then binary
+    /// assert_eq!(lines.iter_blocking().next().unwrap()?, "HELLO 1"); // a text greeting, then binary
     /// let mut frames = lines.map_decoder(|_| LengthDelimited::new());
-    /// assert_eq!(frames.next_blocking().unwrap()?, &b"hi"[..]);
+    /// assert_eq!(frames.iter_blocking().next().unwrap()?, &b"hi"[..]);
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
     pub fn map_decoder<C>(self, map: impl FnOnce(D) -> C) -> Frames<C> {
@@ -310,17 +342,16 @@ impl<D> Frames<D> {
             reader: self.reader,
             decoder: map(self.decoder),
             state: self.state,
+            scratch: self.scratch,
             seen: self.seen,
         }
     }
 
-    /// The reader (as [`into_inner`](Self::into_inner)) and the decoder.
-    pub fn into_parts(self) -> (PipeReader, D) {
-        let Frames {
-            mut reader,
-            decoder,
-            ..
-        } = self;
+    /// The reader back, every unconsumed byte intact (including those of a partial frame): its next
+    /// `read_buffer` returns them at once. (The decoder's state, if it matters, is read before,
+    /// through [`decoder`](Self::decoder).)
+    pub fn into_inner(self) -> PipeReader {
+        let mut reader = self.reader;
         // Mark nothing examined, so the next `read_buffer` does not wait for bytes beyond what this
         // stream examined. A read of at least 0 bytes returns at once; errors (a completed reader)
         // leave nothing to reset.
@@ -335,7 +366,7 @@ impl<D> Frames<D> {
             // That read took a cancel meant for the caller's next read: hand it on.
             reader.canceler().cancel();
         }
-        (reader, decoder)
+        reader
     }
 }
 
@@ -383,13 +414,13 @@ impl<D: Decoder> Future for Next<'_, D> {
     }
 }
 
-/// Blocking iterator over a [`Frames`]; see [`Frames::blocking_iter`].
+/// Blocking iterator over a [`Frames`]; see [`Frames::iter_blocking`].
 #[derive(Debug)]
-pub struct BlockingIter<'a, D> {
+pub struct IterBlocking<'a, D> {
     frames: &'a mut Frames<D>,
 }
 
-impl<D: Decoder> Iterator for BlockingIter<'_, D> {
+impl<D: Decoder> Iterator for IterBlocking<'_, D> {
     type Item = Result<D::Item, D::Error>;
 
     #[inline(always)]

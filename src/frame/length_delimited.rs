@@ -3,7 +3,8 @@
 
 use bytes::{Buf, Bytes};
 
-use super::{put_copied, DecodeBuf, Decoded, Decoder, Encoder, FrameError};
+use super::encoder::put_copied;
+use super::{DecodeBuf, Decoded, Decoder, Encoder, FrameError};
 use crate::pipe::PipeWriter;
 use crate::{Packet, PacketChain};
 
@@ -19,27 +20,27 @@ use crate::{Packet, PacketChain};
 /// tokio-util, which has already consumed the header, ends it silently.
 ///
 /// Decoding never joins segments: the header is parsed through the buffer's cursor, and the payload
-/// is taken out with [`DecodeBuf::take`] (copied up to the pipe's copy
+/// is taken out as [`DecodeBuf::take_frame`] takes a frame (copied up to the pipe's copy
 /// threshold, shared zero-copy above it when it lies in one segment); a small payload is taken
 /// together with its header, which is then stripped in place. A frame's bytes are not consumed until all of them are there, so
 /// [`Frames::into_inner`](super::Frames::into_inner) gives back a partial frame whole.
 ///
 /// Encoding writes the length field (and only it, as tokio-util does: bytes before it, when
-/// `length_field_offset` is set, are the caller's) then the payload: a small payload is copied in
-/// behind the header, a larger [`Packet`] is appended zero-copy, and a unique pooled
+/// `length_field_offset` is set, are the caller's) then the payload: a small payload (up to 1 KiB)
+/// is copied in behind the header, a larger [`Packet`] is appended zero-copy, and a unique pooled
 /// [`Packet`] with headroom gets the header written in front of it, in place.
 ///
 /// ```
 /// use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
 ///
 /// let codec = LengthDelimited::builder().length_field_type::<u16>().new_codec();
-/// let (writer, reader) = packetpipe::pipe::pipe();
+/// let (writer, reader) = packetpipe::pipe();
 /// let mut out = FrameWriter::new(writer, codec.clone());
 /// out.feed(&b"hello"[..])?;
 /// out.feed(packetpipe::Packet::from_static(b"world"))?;
 /// out.into_inner().complete();
 ///
-/// let frames: Vec<_> = Frames::new(reader, codec).blocking_iter().collect::<Result<_, _>>()?;
+/// let frames: Vec<_> = Frames::new(reader, codec).iter_blocking().collect::<Result<_, _>>()?;
 /// assert_eq!(frames, [&b"hello"[..], &b"world"[..]]);
 /// # Ok::<(), packetpipe::frame::FrameError>(())
 /// ```
@@ -59,7 +60,9 @@ pub struct LengthDelimited {
     in_flight: Option<u64>,
 }
 
-/// Settings of a [`LengthDelimited`], as tokio-util's `length_delimited::Builder`.
+/// Settings of a [`LengthDelimited`], as tokio-util's `length_delimited::Builder`: the same
+/// `&mut self` setters with the same names, defaults and checks, so a configuration copied from
+/// tokio-util compiles unchanged. Made with [`LengthDelimited::builder`] (or `Default`).
 ///
 /// ```
 /// use packetpipe::frame::LengthDelimited;
@@ -84,7 +87,6 @@ pub struct Builder {
     length_adjustment: isize,
     num_skip: Option<usize>,
     big_endian: bool,
-    copy_payload_up_to: usize,
 }
 
 /// Length field types for [`Builder::length_field_type`]: `u8`, `u16`, `u32`, `u64`, `usize`.
@@ -104,20 +106,15 @@ macro_rules! length_field_types {
 }
 length_field_types!(u8, u16, u32, u64, usize);
 
-/// Payloads up to this many bytes are copied in behind their header by default: one contiguous
-/// segment instead of two, and no queue entry per payload (`perf/benches/frames.rs`).
-pub const DEFAULT_COPY_PAYLOAD_UP_TO: usize = 1024;
+/// Encoding: payloads up to this many bytes are copied in behind their header rather than
+/// appended as packets of their own: one contiguous segment instead of two, and no queue entry
+/// per payload (`perf/benches/frames.rs`).
+const COPY_PAYLOAD_UP_TO: usize = 1024;
 
 impl Default for Builder {
-    fn default() -> Builder {
-        Builder::new()
-    }
-}
-
-impl Builder {
     /// tokio-util's defaults: a 4-byte big-endian length field at offset 0, no adjustment, the
     /// header stripped, frames of at most 8 MiB.
-    pub fn new() -> Builder {
+    fn default() -> Builder {
         Builder {
             max_frame_len: 8 * 1024 * 1024,
             length_field_len: 4,
@@ -125,10 +122,11 @@ impl Builder {
             length_adjustment: 0,
             num_skip: None,
             big_endian: true,
-            copy_payload_up_to: DEFAULT_COPY_PAYLOAD_UP_TO,
         }
     }
+}
 
+impl Builder {
     /// The length field is big-endian (network order; the default).
     pub fn big_endian(&mut self) -> &mut Self {
         self.big_endian = true;
@@ -204,13 +202,6 @@ impl Builder {
         self
     }
 
-    /// Encoding: payloads up to this many bytes are copied in behind their header rather than
-    /// appended as packets of their own (default [`DEFAULT_COPY_PAYLOAD_UP_TO`]).
-    pub fn copy_payload_up_to(&mut self, bytes: usize) -> &mut Self {
-        self.copy_payload_up_to = bytes;
-        self
-    }
-
     /// The decoder and encoder with these settings.
     pub fn new_codec(&self) -> LengthDelimited {
         let mut builder = *self;
@@ -225,16 +216,6 @@ impl Builder {
             num_skip,
             in_flight: None,
         }
-    }
-
-    /// [`Frames`](super::Frames) over `reader` with these settings.
-    pub fn new_frames(&self, reader: crate::pipe::PipeReader) -> super::Frames<LengthDelimited> {
-        super::Frames::new(reader, self.new_codec())
-    }
-
-    /// A [`FrameWriter`](super::FrameWriter) over `writer` with these settings.
-    pub fn new_writer(&self, writer: PipeWriter) -> super::FrameWriter<LengthDelimited> {
-        super::FrameWriter::new(writer, self.new_codec())
     }
 
     /// The largest value the length field can hold.
@@ -264,12 +245,12 @@ impl LengthDelimited {
     /// tokio-util's default codec: a 4-byte big-endian length, header stripped, frames of at most
     /// 8 MiB.
     pub fn new() -> LengthDelimited {
-        Builder::new().new_codec()
+        Builder::default().new_codec()
     }
 
-    /// Settings to build a codec from.
+    /// Settings to build a codec from (tokio-util's `LengthDelimitedCodec::builder`).
     pub fn builder() -> Builder {
-        Builder::new()
+        Builder::default()
     }
 
     /// The maximum frame length in force.
@@ -287,7 +268,7 @@ impl LengthDelimited {
     /// use futures::StreamExt;
     /// use packetpipe::frame::{Frames, LengthDelimited};
     ///
-    /// let (mut writer, reader) = packetpipe::pipe::pipe();
+    /// let (mut writer, reader) = packetpipe::pipe();
     /// let mut frames = Frames::new(reader, LengthDelimited::new());
     /// writer.write_slice(b"\0\0\0\x09abcd")?; // a 9-byte frame, 4 bytes of it so far
     /// writer.flush_blocking()?;
@@ -296,8 +277,9 @@ impl LengthDelimited {
     /// frames.decoder_mut().set_max_frame_length(5);
     /// writer.write_slice(b"efghi\0\0\0\x09abcdefghi")?;
     /// writer.complete();
-    /// assert_eq!(frames.next_blocking().unwrap()?, &b"abcdefghi"[..]); // in flight: let through
-    /// assert!(frames.next_blocking().unwrap().is_err()); // the next header: too long now
+    /// let mut frames = frames.iter_blocking();
+    /// assert_eq!(frames.next().unwrap()?, &b"abcdefghi"[..]); // in flight: let through
+    /// assert!(frames.next().unwrap().is_err()); // the next header: too long now
     /// # Ok::<(), packetpipe::frame::FrameError>(())
     /// ```
     pub fn set_max_frame_length(&mut self, max: usize) {
@@ -482,14 +464,14 @@ impl Decoder for LengthDelimited {
         // The header skipped and the payload taken in one step: a copied payload's buffer holds
         // the payload only (a 1 MiB payload fits the pooled 1 MiB class, with its header it would
         // not), and a shared one costs one reference.
-        Ok(Decoded::Frame(buf.take_after(self.num_skip, n)?))
+        Ok(Decoded::Frame(buf.take_frame_after(self.num_skip, n)?))
     }
 }
 
 /// [`LengthDelimited`] yielding [`PacketChain`]s ([`LengthDelimited::into_chains`]).
 ///
-/// A frame up to the pipe's copy threshold ([`DecodeBuf::copy_threshold`]) or lying in one
-/// segment is taken as with [`LengthDelimited`] (copied when small, shared
+/// A frame up to the pipe's copy threshold (see [`PipeOptions`](crate::PipeOptions)) or lying in
+/// one segment is taken as with [`LengthDelimited`] (copied when small, shared
 /// when large) and is a chain of one packet; a larger frame spanning segments is a chain of the
 /// segments' packets, shared, never copied (a chain holds 4 packets inline and allocates beyond).
 /// Parse it with [`bytes::Buf`] or [`ByteSegments`](crate::ByteSegments) without joining it.
@@ -497,25 +479,18 @@ impl Decoder for LengthDelimited {
 /// ```
 /// use packetpipe::frame::{Frames, LengthDelimited};
 ///
-/// let (mut writer, reader) = packetpipe::pipe::pipe();
+/// let (mut writer, reader) = packetpipe::pipe();
 /// writer.write_slice(&8192u32.to_be_bytes())?;
 /// writer.append(vec![1u8; 4096])?;
 /// writer.append(vec![2u8; 4096])?;
 /// writer.complete();
 /// let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
-/// let frame = frames.next_blocking().unwrap()?;
+/// let frame = frames.iter_blocking().next().unwrap()?;
 /// assert_eq!((frame.len(), frame.iter().len()), (8192, 2)); // the two packets, shared
 /// # Ok::<(), packetpipe::frame::FrameError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct LengthDelimitedChains(LengthDelimited);
-
-impl LengthDelimitedChains {
-    /// The codec that decodes the frames.
-    pub fn codec(&self) -> &LengthDelimited {
-        &self.0
-    }
-}
 
 impl Decoder for LengthDelimitedChains {
     type Item = PacketChain;
@@ -533,10 +508,10 @@ impl Decoder for LengthDelimitedChains {
         // In the first segment, or small enough to copy: one packet (copied or shared as
         // `LengthDelimited` takes it); otherwise the segments' packets, shared.
         let frame = if first >= skip + n || n <= buf.copy_threshold() {
-            PacketChain::from(buf.take_after(skip, n)?)
+            PacketChain::from(buf.take_frame_after(skip, n)?)
         } else {
             buf.skip(skip)?;
-            buf.take_chain(n)?
+            buf.take_frame_chain(n)?
         };
         Ok(Decoded::Frame(frame))
     }
@@ -545,14 +520,14 @@ impl Decoder for LengthDelimitedChains {
 impl Encoder<Packet> for LengthDelimited {
     type Error = FrameError;
 
-    /// Small payloads (up to [`Builder::copy_payload_up_to`]) are copied in behind the header;
-    /// larger ones are appended zero-copy. A larger payload that is the only handle to its pooled
-    /// block and has [`headroom`](Packet::headroom) for the header gets the header written in
-    /// front of it, in place ([`Packet::prepend`]): one segment, nothing copied.
+    /// Small payloads (up to 1 KiB) are copied in behind the header; larger ones are appended
+    /// zero-copy. A larger payload that is the only handle to its pooled block and has
+    /// [`headroom`](Packet::headroom) for the header gets the header written in front of it, in
+    /// place ([`Packet::prepend`]): one segment, nothing copied.
     #[inline]
     fn encode(&mut self, mut payload: Packet, dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
-        if payload.len() <= self.builder.copy_payload_up_to {
+        if payload.len() <= COPY_PAYLOAD_UP_TO {
             put_copied(dst, &header[..n], &*payload)
         } else if payload.can_prepend(n) && payload.prepend(&header[..n]).is_ok() {
             Ok(dst.append(payload)?)
@@ -588,7 +563,7 @@ impl Encoder<PacketChain> for LengthDelimited {
     /// behind the header).
     fn encode(&mut self, mut payload: PacketChain, dst: &mut PipeWriter) -> Result<(), FrameError> {
         let (header, n) = self.header(payload.len())?;
-        if payload.len() <= self.builder.copy_payload_up_to {
+        if payload.len() <= COPY_PAYLOAD_UP_TO {
             return put_copied(dst, &header[..n], &payload);
         }
         let space = dst.spare_mut(n)?;

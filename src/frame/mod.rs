@@ -5,13 +5,16 @@
 //!   and answers a frame (taken out with the pipe's copy-small / share-large rule, or built into the
 //!   decoder's own type), [`Decoded::NeedAtLeast(n)`](Decoded::NeedAtLeast), or an error.
 //! - [`Frames`]: drives a decoder over a [`PipeReader`](crate::pipe::PipeReader); a
-//!   [`futures_core::Stream`] and a blocking iterator; its own [`next`](Frames::next) future
+//!   [`futures_core::Stream`] and a blocking iterator ([`iter_blocking`](Frames::iter_blocking)); its own [`next`](Frames::next) future
 //!   inlines the decode step into the awaiting task. While a frame is incomplete it waits with
 //!   [`read_at_least(n)`](crate::pipe::PipeReader::read_at_least): the writer's backpressure is
 //!   lifted for the frame, and the reader wakes once when the n bytes are there, not once per
 //!   segment. [`into_inner`](Frames::into_inner) gives the reader back, every unconsumed byte intact.
+//!   A decoder ends the stream after a frame with [`DecodeBuf::end_stream`] (a request that closes
+//!   the connection), and hands a parser one slice with [`DecodeBuf::contiguous`].
 //! - [`Encoder`] and [`FrameWriter`]: stage frames in a [`PipeWriter`](crate::pipe::PipeWriter)
-//!   (`feed`), send one with a flush (`send`), many with one flush (`send_all`, `forward`).
+//!   (`feed`), send one with a flush (`send`), many with one flush (`feed`... then `flush`, or
+//!   `forward` for a stream). Thread-based code runs these futures with [`crate::block_on`].
 //! - Built in, behaving as tokio-util's codecs on the same input (same frames, same errors at the
 //!   same point; `tests-integration/tests/frame_differential.rs` and the `frame_decoders` fuzz target check it, and
 //!   `tests-integration/tests/tokio_util_*.rs` replay what tokio-util's own test suite asserts): [`LengthDelimited`]
@@ -25,11 +28,12 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use packetpipe::frame::{FrameWriter, Frames, LengthDelimited};
 //!
-//! let (writer, reader) = packetpipe::pipe::pipe();
+//! let (writer, reader) = packetpipe::pipe();
 //! let producer = tokio::spawn(async move {
 //!     let mut out = FrameWriter::new(writer, LengthDelimited::new());
 //!     let big = packetpipe::Packet::from(vec![7u8; 100_000]); // appended zero-copy
-//!     out.send_all([packetpipe::Packet::from_static(b"small"), big]).await?;
+//!     out.feed(packetpipe::Packet::from_static(b"small"))?;
+//!     out.send(big).await?; // both frames, one flush
 //!     out.into_inner().complete();
 //!     Ok::<_, packetpipe::frame::FrameError>(())
 //! });
@@ -53,16 +57,13 @@ mod frames;
 mod length_delimited;
 mod passthrough;
 
-/// The byte search the built-in delimiter decoders run over each segment.
-pub(crate) use crate::segments::find_byte;
 pub use decoder::{DecodeBuf, Decoded, Decoder};
 pub use delimited::{Delimited, Line, Lines};
-pub use encoder::{put_copied, Encoder, Forward, FrameWriter, Send, SendAll, DEFAULT_BATCH_BYTES};
+pub use encoder::{Close, Encoder, Forward, FrameWriter, SendFuture, DEFAULT_BATCH_BYTES};
 pub use error::FrameError;
 pub use framed::Framed;
-pub use frames::{BlockingIter, Frames, Next};
+pub use frames::{Frames, IterBlocking, Next};
 pub use length_delimited::{
     Builder as LengthDelimitedBuilder, LengthDelimited, LengthDelimitedChains, LengthFieldType,
-    DEFAULT_COPY_PAYLOAD_UP_TO,
 };
 pub use passthrough::Passthrough;

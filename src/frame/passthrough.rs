@@ -25,13 +25,13 @@ use crate::{Packet, PacketChain};
 /// ```
 /// use packetpipe::frame::{FrameWriter, Frames, Passthrough};
 ///
-/// let (writer, reader) = packetpipe::pipe::pipe();
+/// let (writer, reader) = packetpipe::pipe();
 /// let mut out = FrameWriter::new(writer, Passthrough);
-/// out.send_blocking(packetpipe::Packet::from_static(b"hello "))?; // appended zero-copy
-/// out.send_blocking(packetpipe::Packet::from_static(b"world"))?;
+/// packetpipe::block_on(out.send(packetpipe::Packet::from_static(b"hello ")))?; // appended zero-copy
+/// packetpipe::block_on(out.send(packetpipe::Packet::from_static(b"world")))?;
 /// out.into_inner().complete();
 ///
-/// let chunks: Vec<_> = Frames::new(reader, Passthrough).blocking_iter().collect::<Result<_, _>>()?;
+/// let chunks: Vec<_> = Frames::new(reader, Passthrough).iter_blocking().collect::<Result<_, _>>()?;
 /// assert_eq!(chunks, [&b"hello "[..], &b"world"[..]]); // as the writer published them
 /// # Ok::<(), packetpipe::frame::FrameError>(())
 /// ```
@@ -50,7 +50,7 @@ impl Decoder for Passthrough {
         }
         // The first segment whole: the queue's own packet moves out, no copy, no allocation (a
         // chain holds one packet inline).
-        let mut chain = buf.take_chain(n)?;
+        let mut chain = buf.take_frame_chain(n)?;
         Ok(Decoded::Frame(chain.pop_front().unwrap_or_default()))
     }
 }

@@ -36,8 +36,8 @@
 //! let (app, connection) = packetpipe::io::blocking::connection(tcp);
 //! let mut frames = Frames::new(app.reader, LengthDelimited::new());
 //! let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
-//! for frame in frames.blocking_iter() {
-//!     out.send_blocking(frame?)?;
+//! for frame in frames.iter_blocking() {
+//!     packetpipe::block_on(out.send(frame?))?;
 //! }
 //! drop((frames, out)); // the write side closes after the last byte
 //! let end = packetpipe::block_on(connection)?;

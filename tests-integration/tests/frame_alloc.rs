@@ -82,7 +82,7 @@ fn decoding_length_delimited_frames_allocates_nothing_per_frame() {
             }
             writer.flush_blocking().unwrap();
             for _ in 0..4 {
-                assert_eq!(frames.next_blocking().unwrap().unwrap().len(), size);
+                assert_eq!(frames.iter_blocking().next().unwrap().unwrap().len(), size);
             }
         });
         assert_eq!(
@@ -142,25 +142,28 @@ fn encoding_length_delimited_frames_allocates_nothing_per_frame() {
             "send(Packet), {size} B: {n} allocations in {FRAMES} frames"
         );
 
-        // send_all of &[u8] payloads: four frames, one flush.
+        // feed of four &[u8] payloads, then one flush.
         let n = allocations_per_batch(|| {
-            ready(out.send_all([&slice[..]; 4]), &mut cx).unwrap();
+            for _ in 0..4 {
+                out.feed(&slice[..]).unwrap();
+            }
+            ready(out.flush(), &mut cx).unwrap();
             consume(&mut reader, 4 * (4 + size));
         });
         assert_eq!(
             n, 0,
-            "send_all(&[u8] x 4), {size} B: {n} allocations in {FRAMES} batches"
+            "feed(&[u8]) x 4 + flush, {size} B: {n} allocations in {FRAMES} batches"
         );
 
-        // Blocking: feed + flush_blocking.
+        // Blocking: feed + block_on(send).
         let n = allocations_per_batch(|| {
             out.feed(payload.clone()).unwrap();
-            out.send_blocking(&slice[..]).unwrap();
+            packetpipe::block_on(out.send(&slice[..])).unwrap();
             consume(&mut reader, 2 * (4 + size));
         });
         assert_eq!(
             n, 0,
-            "feed + send_blocking, {size} B: {n} allocations in {FRAMES} frames"
+            "feed + block_on(send), {size} B: {n} allocations in {FRAMES} frames"
         );
     }
 }

@@ -88,13 +88,13 @@ fn a_large_frame_in_one_segment_is_shared_and_a_small_one_leaves_its_block() {
     assert_eq!(pool.stats().outstanding, 1);
 
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    let small = frames.next_blocking().unwrap().unwrap();
+    let small = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(&small[..], &[1; 64][..]);
     assert!(
         !block_range.contains(&(small.as_ptr() as usize)),
         "a small frame is copied out"
     );
-    let large = frames.next_blocking().unwrap().unwrap();
+    let large = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(large.len(), 8192);
     assert_eq!(
         large.as_ptr() as usize,
@@ -105,7 +105,7 @@ fn a_large_frame_in_one_segment_is_shared_and_a_small_one_leaves_its_block() {
         large.clone().get_mut().is_none(),
         "still a pooled packet (a clone shares its block)"
     );
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
     // Two blocks out: the receive block (kept by the shared large frame) and the small frame's.
     assert_eq!(pool.stats().outstanding, 2);
     drop(large);
@@ -142,10 +142,10 @@ fn a_large_frame_in_the_middle_of_a_segment_is_shared_and_the_rest_stays_readabl
     writer.flush_blocking().unwrap();
 
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    let first = frames.next_blocking().unwrap().unwrap();
+    let first = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(&first[..], &[3; 4096][..]);
     assert_eq!(first.as_ptr() as usize, base + 4, "shared, not copied");
-    let second = frames.next_blocking().unwrap().unwrap();
+    let second = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(&second[..], &[4; 4096][..]);
     assert_eq!(
         second.as_ptr() as usize,
@@ -161,9 +161,9 @@ fn a_large_frame_in_the_middle_of_a_segment_is_shared_and_the_rest_stays_readabl
     // The third frame's 10 bytes are still unconsumed and intact; its rest completes it.
     writer.write_slice(&[5; 94]).unwrap();
     writer.complete();
-    let third = frames.next_blocking().unwrap().unwrap();
+    let third = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(&third[..], &[5; 100][..]);
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
     drop((first, second, third, frames));
     assert_eq!(pool.stats().outstanding, 0, "every block went home");
 }
@@ -181,7 +181,7 @@ fn a_small_frame_does_not_keep_its_receive_block_alive() {
     writer.append(block.freeze()).unwrap();
     writer.complete();
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    let frame = frames.next_blocking().unwrap().unwrap();
+    let frame = frames.iter_blocking().next().unwrap().unwrap();
     // The frame's bytes were consumed; the 64 KiB block is gone while the frame lives on.
     let stats = pool.stats();
     assert_eq!(
@@ -244,11 +244,11 @@ fn bad_lengths_are_clear_errors() {
         writer.write_slice(b"payload").unwrap();
         writer.complete();
         let mut frames = Frames::new(reader, codec);
-        let err = frames.next_blocking().unwrap().unwrap_err();
+        let err = frames.iter_blocking().next().unwrap().unwrap_err();
         assert_eq!(err.to_string(), message);
         assert_eq!(std::io::Error::from(err).kind(), kind);
         assert!(
-            frames.next_blocking().is_none(),
+            frames.iter_blocking().next().is_none(),
             "the stream ends after the error"
         );
         // Nothing was consumed: the bad header is still there for inspection.
@@ -280,7 +280,7 @@ fn feed_garbage_lines(total: usize, max_line: usize) -> (usize, u64) {
     let mut errors = 0;
     let mut max_outstanding = 0;
     loop {
-        match frames.next_blocking() {
+        match frames.iter_blocking().next() {
             Some(Err(FrameError::DelimiterNotFound { max, examined })) => {
                 assert_eq!(max, max_line);
                 assert_eq!(examined, max_line + 1);
@@ -336,12 +336,12 @@ fn garbage_for_length_delimited_fails_at_once_in_bounded_memory() {
             .max_frame_length(64 << 10)
             .new_codec(),
     );
-    let err = frames.next_blocking().unwrap().unwrap_err();
+    let err = frames.iter_blocking().next().unwrap().unwrap_err();
     assert!(
         matches!(err, FrameError::FrameTooLong { max: 65536, .. }),
         "{err}"
     );
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
     thread::sleep(std::time::Duration::from_millis(50)); // let the writer run into backpressure
     assert!(pool.stats().outstanding <= 4, "{:?}", pool.stats());
     drop(frames); // the reader completes: the writer's flush reports it and the writer stops
@@ -356,9 +356,9 @@ fn the_end_yields_the_last_frames_then_remaining_bytes_then_none() {
         .unwrap();
     writer.complete();
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"a"[..]);
-    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"bc"[..]);
-    let err = frames.next_blocking().unwrap().unwrap_err();
+    assert_eq!(frames.iter_blocking().next().unwrap().unwrap(), &b"a"[..]);
+    assert_eq!(frames.iter_blocking().next().unwrap().unwrap(), &b"bc"[..]);
+    let err = frames.iter_blocking().next().unwrap().unwrap_err();
     assert_eq!(
         err.to_string(),
         "6 bytes remaining on stream: the writer completed inside a frame"
@@ -367,9 +367,9 @@ fn the_end_yields_the_last_frames_then_remaining_bytes_then_none() {
         std::io::Error::from(err).kind(),
         std::io::ErrorKind::UnexpectedEof
     );
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
     assert!(!frames.resume(), "the end is final");
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
 }
 
 #[test]
@@ -378,13 +378,13 @@ fn a_writer_error_comes_after_the_frames_before_it() {
     writer.write_slice(b"\0\0\0\x01a\0\0").unwrap();
     writer.complete_with_error("connection reset");
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"a"[..]);
-    let err = frames.next_blocking().unwrap().unwrap_err();
+    assert_eq!(frames.iter_blocking().next().unwrap().unwrap(), &b"a"[..]);
+    let err = frames.iter_blocking().next().unwrap().unwrap_err();
     assert!(
         matches!(err, FrameError::Pipe(packetpipe::Error::Peer { .. })),
         "{err:?}"
     );
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
 }
 
 #[test]
@@ -393,7 +393,7 @@ fn into_inner_keeps_a_partial_frame() {
     writer.write_slice(b"\0\0\0\x01a\0\0\0\x09part").unwrap();
     writer.flush_blocking().unwrap();
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"a"[..]);
+    assert_eq!(frames.iter_blocking().next().unwrap().unwrap(), &b"a"[..]);
     // Poll once more: it waits for the rest of the frame (everything examined).
     let waker = Waker::from(Arc::new(CountingUnpark {
         wakes: AtomicUsize::new(0),
@@ -419,13 +419,13 @@ fn a_canceled_read_yields_canceled_and_the_stream_goes_on() {
     writer.flush_blocking().unwrap();
     canceler.cancel();
     assert!(matches!(
-        frames.next_blocking(),
+        frames.iter_blocking().next(),
         Some(Err(FrameError::Canceled))
     ));
     writer.write_slice(b"lo\n").unwrap();
     writer.complete();
-    assert_eq!(frames.next_blocking().unwrap().unwrap(), "hello");
-    assert!(frames.next_blocking().is_none());
+    assert_eq!(frames.iter_blocking().next().unwrap().unwrap(), "hello");
+    assert!(frames.iter_blocking().next().is_none());
 }
 
 /// A decoder that builds its own item from the view and skips the bytes: big-endian u16s.
@@ -453,19 +453,25 @@ fn a_decoder_can_build_its_own_items_across_segments() {
     }
     writer.complete();
     let values: Vec<u16> = Frames::new(reader, U16s)
-        .blocking_iter()
+        .iter_blocking()
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(values, [1, 2, 256]);
 }
 
 #[test]
-fn send_all_batches_many_frames_into_one_flush() {
+fn forward_of_a_ready_stream_batches_many_frames_into_one_flush() {
     let (writer, mut reader) = pipe();
     let mut out = FrameWriter::new(writer, LengthDelimited::new());
     let items: Vec<Packet> = (0..100u8).map(|i| Packet::from(vec![i; 10])).collect();
-    let (result, _) = run_counting_wakes(out.send_all(items));
-    assert!(!result.unwrap().is_completed);
+    let items = futures::stream::iter(items.into_iter().map(Ok::<_, FrameError>));
+    let (result, _) = run_counting_wakes(out.forward(items));
+    result.unwrap();
+    assert!(
+        !futures::executor::block_on(out.flush())
+            .unwrap()
+            .is_completed
+    );
     // One flush published everything: the first read sees all 100 frames.
     let read = reader.try_read().unwrap().unwrap();
     assert_eq!(read.buffer.len(), 100 * 14);
@@ -473,7 +479,7 @@ fn send_all_batches_many_frames_into_one_flush() {
 }
 
 /// `send` under backpressure, dropped while its flush waits: the frame is neither lost nor
-/// duplicated; `send_all` dropped mid-way leaves the items it did not take in the iterator.
+/// duplicated; `forward` dropped mid-way leaves the items it did not take in the iterator.
 #[test]
 fn writer_futures_dropped_mid_wait_lose_and_duplicate_nothing() {
     let (writer, reader) = pipe_with(PipeOptions {
@@ -496,15 +502,16 @@ fn writer_futures_dropped_mid_wait_lose_and_duplicate_nothing() {
     } // dropped mid-wait
     let mut items = (1u8..=5).map(|i| vec![i; 20]).map(Packet::from);
     {
-        let mut send_all = pin!(out.send_all(&mut items));
-        let _ = Pin::new(&mut send_all).poll(&mut cx); // stages until the flush pauses
+        let stream = futures::stream::iter(items.by_ref().map(Ok::<_, FrameError>));
+        let mut forward = pin!(out.forward(stream));
+        let _ = Pin::new(&mut forward).poll(&mut cx); // stages until the flush pauses
     }
     let rest: Vec<_> = items.collect();
     out.feed(&b"last"[..]).unwrap();
     out.into_inner().complete();
 
     let frames: Vec<Packet> = Frames::new(reader, LengthDelimited::new())
-        .blocking_iter()
+        .iter_blocking()
         .collect::<Result<_, _>>()
         .unwrap();
     let mut expected = vec![Packet::from(&b"0123456789abcdef"[..])];
@@ -539,7 +546,7 @@ fn chains_share_a_large_frame_that_spans_segments() {
     writer.write_slice(b"abc").unwrap();
     writer.complete();
     let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
-    let big = frames.next_blocking().unwrap().unwrap();
+    let big = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(big.len(), 12000);
     let starts: Vec<usize> = big.iter().map(|p| p.as_ptr() as usize).collect();
     assert_eq!(
@@ -547,9 +554,9 @@ fn chains_share_a_large_frame_that_spans_segments() {
         [p1, p2],
         "the appended packets themselves, not copies"
     );
-    let small = frames.next_blocking().unwrap().unwrap();
+    let small = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!((small.to_vec(), small.iter().len()), (b"abc".to_vec(), 1));
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
 
     // And back out: the chain is appended packet by packet behind its header.
     let (writer, mut out_reader) = pipe();
@@ -726,7 +733,7 @@ fn frames_next_dropped_while_pending_loses_nothing_and_is_woken() {
 
 /// A `Frames` polled once over `bytes` with no complete frame, then taken apart; the caller
 /// consumes those bytes itself and writes `more`.
-fn reuse_after_into_parts<D: packetpipe::frame::Decoder>(
+fn reuse_after_into_inner<D: packetpipe::frame::Decoder + Clone>(
     decoder: D,
     bytes: &[u8],
     more: &[u8],
@@ -738,12 +745,14 @@ fn reuse_after_into_parts<D: packetpipe::frame::Decoder>(
     let waker = Waker::from(Arc::new(NoopWake));
     let mut cx = Context::from_waker(&waker);
     assert!(frames.poll_next_unpin(&mut cx).is_pending());
-    let (mut reader, decoder) = frames.into_parts();
+    // The decoder as the stream left it (a search under way), and the reader.
+    let decoder = frames.decoder().clone();
+    let mut reader = frames.into_inner();
     let len = reader.read_blocking().unwrap().buffer.len();
     assert_eq!(
         len,
         bytes.len(),
-        "into_parts hands every unconsumed byte back"
+        "into_inner hands every unconsumed byte back"
     );
     reader.advance_to(len, len).unwrap();
     writer.write_slice(more).unwrap();
@@ -753,17 +762,17 @@ fn reuse_after_into_parts<D: packetpipe::frame::Decoder>(
 
 #[test]
 fn a_delimiter_decoder_taken_back_and_reused_searches_the_new_bytes_from_their_start() {
-    let (mut frames, _writer) = reuse_after_into_parts(Lines::new(), b"abcdef", b"x\nyz\n");
+    let (mut frames, _writer) = reuse_after_into_inner(Lines::new(), b"abcdef", b"x\nyz\n");
     let lines: Vec<String> = frames
-        .blocking_iter()
+        .iter_blocking()
         .map(|line| line.unwrap().to_string())
         .collect();
     assert_eq!(lines, ["x", "yz"]);
 
     let (mut frames, _writer) =
-        reuse_after_into_parts(Delimited::new(b";", 1024), b"0123456789", b"a;b;");
+        reuse_after_into_inner(Delimited::new(b";", 1024), b"0123456789", b"a;b;");
     let got: Vec<Vec<u8>> = frames
-        .blocking_iter()
+        .iter_blocking()
         .map(|frame| frame.unwrap().to_vec())
         .collect();
     assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
@@ -797,23 +806,23 @@ fn the_tail_of_a_discarded_frame_is_not_a_frame_at_the_end_of_the_stream() {
     writer.complete();
     let mut frames = Frames::new(reader, Delimited::new(b"\r\n", 4));
     assert!(matches!(
-        frames.next_blocking(),
+        frames.iter_blocking().next(),
         Some(Err(FrameError::DelimiterNotFound { max: 4, .. }))
     ));
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
     assert!(frames.resume());
     // The rest of the over-long frame is skipped; no delimiter came, so nothing is left.
-    assert!(frames.next_blocking().is_none());
+    assert!(frames.iter_blocking().next().is_none());
 
     // The same with a delimiter after the over-long frame: the frame after it comes out.
     let (mut writer, reader) = pipe();
     writer.write_slice(b"AAAAAAAAAZ\r\nok\r\n").unwrap();
     writer.complete();
     let mut frames = Frames::new(reader, Delimited::new(b"\r\n", 4));
-    assert!(matches!(frames.next_blocking(), Some(Err(_))));
+    assert!(matches!(frames.iter_blocking().next(), Some(Err(_))));
     assert!(frames.resume());
-    assert_eq!(frames.next_blocking().unwrap().unwrap(), &b"ok"[..]);
-    assert!(frames.next_blocking().is_none());
+    assert_eq!(frames.iter_blocking().next().unwrap().unwrap(), &b"ok"[..]);
+    assert!(frames.iter_blocking().next().is_none());
 }
 
 /// Run `f` on a thread; fail instead of hanging if it takes more than ten seconds.
@@ -849,7 +858,7 @@ fn forward_ends_with_the_readers_error_once_the_writer_knows_the_reader_complete
 }
 
 #[test]
-fn send_all_stops_taking_items_once_the_reader_has_completed() {
+fn forward_stops_taking_items_once_the_reader_has_completed() {
     // The writes are discarded, so the batch never fills: without a check of the completion
     // per item, the whole iterator would be encoded before the one flush that reports it.
     let (writer, mut reader) = pipe();
@@ -860,11 +869,16 @@ fn send_all_stops_taking_items_once_the_reader_has_completed() {
         taken += 1;
         (taken <= 1_000_000).then_some(&b"abcdefgh"[..])
     });
-    let result = futures::executor::block_on(out.send_all(items)).unwrap();
-    assert!(result.is_completed);
+    let items = futures::stream::iter(items.map(Ok::<_, FrameError>));
+    futures::executor::block_on(out.forward(items)).unwrap();
+    assert!(
+        futures::executor::block_on(out.flush())
+            .unwrap()
+            .is_completed
+    );
     assert!(
         taken <= 2,
-        "{taken} items taken from a send_all to a completed reader"
+        "{taken} items taken from a forward to a completed reader"
     );
 }
 
@@ -891,7 +905,7 @@ fn length_delimited_chains_follow_the_readers_copy_threshold() {
         writer.append(vec![2u8; len - len / 2]).unwrap();
         writer.complete();
         let mut frames = Frames::new(reader, LengthDelimited::new().into_chains());
-        let frame = frames.next_blocking().unwrap().unwrap();
+        let frame = frames.iter_blocking().next().unwrap().unwrap();
         assert_eq!(frame.len(), len);
         assert_eq!(
             frame.iter().len(),
@@ -901,6 +915,6 @@ fn length_delimited_chains_follow_the_readers_copy_threshold() {
         let mut expected = vec![1u8; len / 2];
         expected.resize(len, 2);
         assert_eq!(frame.to_vec(), expected);
-        assert!(frames.next_blocking().is_none());
+        assert!(frames.iter_blocking().next().is_none());
     }
 }

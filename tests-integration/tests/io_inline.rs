@@ -42,8 +42,8 @@ fn framed_echoes_lines_through_sink_and_stream_and_closes() {
         let mut n = 0;
         while let Some(line) = framed.next().await {
             let line = line.unwrap();
-            assert_eq!(line.as_str(), format!("line {n}"));
-            SinkExt::<String>::send(&mut framed, line.as_str().to_uppercase())
+            assert_eq!(&*line, format!("line {n}"));
+            SinkExt::<String>::send(&mut framed, line.to_uppercase())
                 .await
                 .unwrap();
             n += 1;
@@ -248,11 +248,11 @@ fn a_blocking_rpc_server_runs_on_its_own_thread_with_no_other() {
         let mut frames = Frames::new(app.reader, LengthDelimited::new());
         let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
         let mut served = 0;
-        for frame in frames.blocking_iter() {
-            out.send_blocking(frame.unwrap()).unwrap();
+        for frame in frames.iter_blocking() {
+            packetpipe::block_on(out.send(frame.unwrap())).unwrap();
             served += 1;
         }
-        out.close_blocking().unwrap();
+        packetpipe::block_on(out.close()).unwrap();
         drop((frames, out));
         (served, packetpipe::block_on(connection).unwrap())
     });

@@ -292,12 +292,12 @@ fn inline_connection_echo_over_trickling_reads_and_partial_writes() {
     let mut frames = Frames::new(app.reader, LengthDelimited::new());
     let mut out = FrameWriter::new(app.writer, LengthDelimited::new());
     let mut echoed = 0;
-    for frame in frames.blocking_iter() {
-        out.send_blocking(frame.unwrap()).unwrap();
+    for frame in frames.iter_blocking() {
+        packetpipe::block_on(out.send(frame.unwrap())).unwrap();
         echoed += 1;
     }
     assert_eq!(echoed, count);
-    out.close_blocking().unwrap();
+    packetpipe::block_on(out.close()).unwrap();
     drop((frames, out));
     let end = packetpipe::block_on(connection).unwrap();
     assert_eq!(end.received, request.len() as u64);

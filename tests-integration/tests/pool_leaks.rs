@@ -168,7 +168,7 @@ fn a_decoders_frames_are_reported_at_the_decoders_take() {
     writer.write_slice(&[b'x'; 40]).unwrap();
     writer.complete();
     let mut frames = Frames::new(reader, LengthDelimited::new());
-    let frame = frames.next_blocking().unwrap().unwrap();
+    let frame = frames.iter_blocking().next().unwrap().unwrap();
     drop(frames);
     std::mem::forget(frame);
     let report = pool.leak_report();

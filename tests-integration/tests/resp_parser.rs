@@ -212,11 +212,11 @@ fn a_request_above_the_maximum_is_fatal_after_the_ones_before_it() {
     writer.write_slice(stream).unwrap();
     writer.flush_blocking().unwrap();
     let mut frames = Frames::new(reader, RespDecoder::new(config));
-    let mut batch = frames.next_blocking().unwrap().unwrap();
+    let mut batch = frames.iter_blocking().next().unwrap().unwrap();
     let mut commands = Vec::new();
     drain_batch(&mut batch, &mut commands);
     assert_eq!(commands, [args(&[b"PING"])]);
-    match frames.next_blocking() {
+    match frames.iter_blocking().next() {
         Some(Err(resp::RespError::Fatal(message))) => {
             assert_eq!(message, "ERR Protocol error: invalid bulk length")
         }

@@ -522,7 +522,7 @@ fn frames_consumer_blocking(reader: PipeReader) -> Digest {
     let mut frames =
         packetpipe::frame::Frames::new(reader, packetpipe::frame::LengthDelimited::new());
     let mut digest = Digest::default();
-    while let Some(frame) = frames.next_blocking() {
+    while let Some(frame) = frames.iter_blocking().next() {
         add_packet(&frame.expect("frame"), &mut digest);
     }
     digest

@@ -224,7 +224,7 @@ where
     let (writer, mut reader) = pipe();
     let mut out = FrameWriter::new(writer, encoder);
     for (item, expected) in items.into_iter().zip(after) {
-        out.send_blocking(item).unwrap();
+        packetpipe::block_on(out.send(item)).unwrap();
         let buffer = reader.read_blocking().unwrap().buffer;
         assert_eq!(buffer.to_vec(), expected);
         let len = buffer.len();
@@ -271,7 +271,7 @@ fn any_delimiters_decoder_any_character() {
     writer.write_slice(b"a,b;c\nd\re").unwrap();
     writer.complete();
     let chunks: Vec<_> = packetpipe::frame::Frames::new(reader, Delimited::default())
-        .blocking_iter()
+        .iter_blocking()
         .map(|c| c.unwrap().to_vec())
         .collect();
     assert_eq!(chunks, [b"a", b"b", b"c", b"d", b"e"]);

@@ -8,9 +8,9 @@
 //!
 //! Not expressible here:
 //! - `external_buf_grows_to_init` and `external_buf_does_not_shrink` check the capacity of the
-//!   `BytesMut` read buffer handed back by `into_parts`. A `Frames` has no read buffer of its own:
-//!   the bytes stay in the pipe's pooled segments, and `into_parts` hands back the reader with
-//!   them (tested in `into_parts_hands_back_the_bytes_left`).
+//!   `BytesMut` read buffer handed back by tokio-util's `into_parts`. A `Frames` has no read buffer of its own:
+//!   the bytes stay in the pipe's pooled segments, and `into_inner` hands back the reader with
+//!   them (tested in `into_inner_hands_back_the_bytes_left`).
 //!
 //! No difference found.
 
@@ -84,7 +84,7 @@ fn from_parts_empty_read_buf_does_not_spuriously_decode() {
     );
     writer.write_slice(&[0, 0, 0, 42]).unwrap();
     writer.complete();
-    let num = frames.next_blocking().unwrap().unwrap();
+    let num = frames.iter_blocking().next().unwrap().unwrap();
     assert_eq!(num, 42);
     assert_eq!(frames.decoder().decode_count, 1);
 }
@@ -92,7 +92,7 @@ fn from_parts_empty_read_buf_does_not_spuriously_decode() {
 /// What `external_buf_*` are about, in this crate's terms: the bytes not decoded go back with the
 /// reader, none lost.
 #[test]
-fn into_parts_hands_back_the_bytes_left() {
+fn into_inner_hands_back_the_bytes_left() {
     let (mut writer, reader) = pipe();
     writer.write_slice(&[0, 0, 0, 42, 7, 7]).unwrap();
     writer.flush_blocking().unwrap();
@@ -101,8 +101,8 @@ fn into_parts_hands_back_the_bytes_left() {
         futures::StreamExt::poll_next_unpin(&mut frames, &mut noop_cx()),
         Poll::Ready(Some(Ok(42)))
     ));
-    let (mut reader, decoder) = frames.into_parts();
-    assert_eq!(decoder.read_bytes, 4);
+    assert_eq!(frames.decoder().read_bytes, 4);
+    let mut reader = frames.into_inner();
     assert_eq!(reader.read_blocking().unwrap().buffer.to_vec(), [7, 7]);
     drop(writer);
 }

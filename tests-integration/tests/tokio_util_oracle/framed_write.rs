@@ -3,9 +3,9 @@
 //!
 //! `FramedWrite`'s `Sink::poll_ready` flushes its buffer once it holds the backpressure boundary
 //! (`set_backpressure_boundary`); a `FrameWriter` stages with `feed` and never waits there: a
-//! batch of items (`send_all`, `forward`) is flushed whenever the batch size
+//! batch of items (`forward`) is flushed whenever the batch size
 //! (`FrameWriter::set_batch_bytes`) is staged, and that flush waits while the pipe's reader lags
-//! by the pause threshold. So `write_hits_backpressure` is said with `send_all`, a batch size and
+//! by the pause threshold. So `write_hits_backpressure` is said with `forward`, a batch size and
 //! a pause threshold of the boundary's 16 KiB, and the pipe's reader as the blocking writer.
 //!
 //! Every test of the file is mirrored. The difference in how a batch is bounded is deliberate
@@ -57,7 +57,7 @@ fn write_multi_frame_in_packet() {
     }
     // Nothing written yet.
     assert!(reader.try_read().unwrap().is_none());
-    out.flush_blocking().unwrap();
+    packetpipe::block_on(out.flush()).unwrap();
     out.into_inner().complete();
     // One write takes all three frames (then the drain's flush, which the mock lets pass).
     let mut mock = mock([data(b"\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x02")]);
@@ -76,7 +76,7 @@ fn write_multi_frame_after_codec_changed() {
     let mut out = out.map_encoder(|_| U64Encoder);
     out.feed(0x08).unwrap();
     assert!(reader.try_read().unwrap().is_none());
-    out.flush_blocking().unwrap();
+    packetpipe::block_on(out.flush()).unwrap();
     out.into_inner().complete();
     let mut mock = mock([data(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x08")]);
     assert!(matches!(
@@ -99,7 +99,8 @@ fn write_hits_backpressure() {
     let mut out = FrameWriter::new(writer, U32Encoder);
     out.set_batch_bytes(BOUNDARY);
     {
-        let mut send = pin!(out.send_all(0..=(ITER * 2) as u32));
+        let items = futures::stream::iter((0..=(ITER * 2) as u32).map(Ok::<_, FrameError>));
+        let mut send = pin!(out.forward(items));
         // The first 16 KiB fill the batch; its flush waits: the reader has not examined them.
         assert!(poll(send.as_mut()).is_pending());
         let read = reader.try_read().unwrap().expect("the batch was published");

@@ -458,7 +458,7 @@ mod write {
         for payload in payloads {
             out.feed(Bytes::from_static(payload.as_bytes())).unwrap();
         }
-        out.flush_blocking().unwrap();
+        packetpipe::block_on(out.flush()).unwrap();
         drain_all(out, &mut reader, calls);
     }
 
@@ -505,7 +505,7 @@ mod write {
         let (mut out, mut reader) = out(LengthDelimited::new());
         let payload: &[u8] = b"abcdefghi";
         out.feed(payload).unwrap();
-        out.flush_blocking().unwrap();
+        packetpipe::block_on(out.flush()).unwrap();
         drain_all(
             out,
             &mut reader,
@@ -547,11 +547,11 @@ mod write {
         {
             let mut drain = pin!(crate::wire::mock::drain(&mut reader, &mut mock));
             for payload in ["abcdefghi", "123"] {
-                out.send_blocking(Bytes::from(payload)).unwrap();
+                packetpipe::block_on(out.send(Bytes::from(payload))).unwrap();
                 // The pump writes the frame and flushes the sink before it waits for more.
                 assert!(poll(drain.as_mut()).is_pending());
             }
-            out.send_blocking(Bytes::from("hello world")).unwrap();
+            packetpipe::block_on(out.send(Bytes::from("hello world"))).unwrap();
             out.get_mut().complete();
             assert!(matches!(poll(drain.as_mut()), Poll::Ready(Ok(35))));
         }
@@ -570,7 +570,7 @@ mod write {
             flush(),
         ]);
         out.feed(Bytes::from("abcdefghi")).unwrap();
-        out.flush_blocking().unwrap();
+        packetpipe::block_on(out.flush()).unwrap();
         out.into_inner().complete();
         {
             let mut drain = pin!(crate::wire::mock::drain(&mut reader, &mut mock));
@@ -617,7 +617,7 @@ mod write {
     fn write_update_max_frame_len_at_rest() {
         let (mut out, mut reader) = out(LengthDelimited::new());
         out.feed(Bytes::from("abcdef")).unwrap();
-        out.flush_blocking().unwrap();
+        packetpipe::block_on(out.flush()).unwrap();
         out.encoder_mut().set_max_frame_length(5);
         assert!(out.feed(Bytes::from("abcdef")).is_err());
         drain_all(
@@ -638,7 +638,7 @@ mod write {
             flush(),
         ]);
         out.feed(Bytes::from("abcdef")).unwrap();
-        out.flush_blocking().unwrap();
+        packetpipe::block_on(out.flush()).unwrap();
         {
             let mut drain = pin!(crate::wire::mock::drain(&mut reader, &mut mock));
             assert!(poll(drain.as_mut()).is_pending()); // the sink took "ab" and blocked
@@ -657,13 +657,13 @@ mod write {
     fn write_zero() {
         let (mut out, mut reader) = out(LengthDelimited::new());
         out.feed(Bytes::from("abcdef")).unwrap();
-        out.flush_blocking().unwrap();
+        packetpipe::block_on(out.flush()).unwrap();
         let mut mock = mock([]);
         let e = futures::executor::block_on(crate::wire::mock::drain(&mut reader, &mut mock))
             .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::WriteZero);
         // The writer hears of it at its next flush, with the same kind.
-        let e = out.flush_blocking().unwrap_err();
+        let e = packetpipe::block_on(out.flush()).unwrap_err();
         assert_eq!(kind(e), std::io::ErrorKind::WriteZero);
     }
 
@@ -703,7 +703,7 @@ mod write {
             let (writer, mut reader) = pipe();
             let mut out = FrameWriter::new(writer, codec);
             out.feed(Packet::from(vec![0; max_frame_len])).unwrap();
-            out.flush_blocking().unwrap();
+            packetpipe::block_on(out.flush()).unwrap();
             assert_eq!(
                 packetpipe::ByteSegments::peek_be::<u8>(&reader.read_blocking().unwrap().buffer, 0),
                 Some(u8::MAX)
