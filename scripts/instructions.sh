@@ -7,7 +7,7 @@
 #
 # Instruction counts, unlike times, do not depend on the machine's load: the same binary and
 # input give the same count whatever else runs, so a 10% rise is a real change in the code, not
-# noise. Each path of perf/benches/hot_paths.rs runs N and 3N times; instructions per operation is
+# noise. Each path of benches/hot_paths.rs runs N and 3N times; instructions per operation is
 # (count(3N) - count(N)) / 2N, which cancels setup, teardown and the first-use costs (thread
 # caches, lazy statics). A deliberate rise: run with --update and commit the new budget together
 # with the change, saying why in the commit message.
@@ -35,7 +35,7 @@ for line in sys.stdin:
     if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] == "hot_paths":
         print(msg["executable"])
 ')"
-[[ -x "$exe" ]] || { echo "could not build perf/benches/hot_paths.rs"; exit 2; }
+[[ -x "$exe" ]] || { echo "could not build benches/hot_paths.rs"; exit 2; }
 
 count() { # path runs -> instructions
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$exe" "$1" "$2" 2>&1 |
@@ -52,7 +52,7 @@ done
 
 if ((update)); then
     {
-        echo "# Instructions per operation of perf/benches/hot_paths.rs under callgrind (scripts/instructions.sh)."
+        echo "# Instructions per operation of benches/hot_paths.rs under callgrind (scripts/instructions.sh)."
         echo "# Measured with: $(rustc --version), valgrind $(valgrind --version | sed 's/valgrind-//')."
         for path in $paths; do
             echo "$path ${measured[$path]}"

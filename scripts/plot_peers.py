@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot the peers bench (perf/benches/peers.rs): ns/frame against frame size, one line per row.
+"""Plot the peers bench (benches/peers.rs): ns/frame against frame size, one line per row.
 
 Run the bench, then this script (python3, standard library only), from the repository root:
 

@@ -30,7 +30,7 @@
 
 // The bench's own settings (sizes, frames per iteration) are unused here.
 #[allow(dead_code)]
-#[path = "../benches/peers/workloads.rs"]
+#[path = "../../benches/peers/workloads.rs"]
 mod workloads;
 
 use workloads::{Mode, ROWS};

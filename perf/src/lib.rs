@@ -1,2 +1,3 @@
-//! Nothing: packetpipe's benches are in `benches/` and its measurement programs in `examples/` of
+//! Nothing: packetpipe's criterion benches are the top-level `benches/` (each named in this package's
+//! `Cargo.toml`) and its measurement programs are in `examples/` of
 //! this package (a package needs a library or binary target of its own).

@@ -283,6 +283,7 @@ impl<'a> DecodeBuf<'a> {
     ///
     /// ```
     /// use packetpipe::frame::{DecodeBuf, Decoded, Decoder, FrameError, Frames, Lines};
+    /// use packetpipe::ByteSegments;
     ///
     /// /// Lines, up to and including "QUIT".
     /// struct UntilQuit(Lines);

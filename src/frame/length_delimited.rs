@@ -108,7 +108,7 @@ length_field_types!(u8, u16, u32, u64, usize);
 
 /// Encoding: payloads up to this many bytes are copied in behind their header rather than
 /// appended as packets of their own: one contiguous segment instead of two, and no queue entry
-/// per payload (`perf/benches/frames.rs`).
+/// per payload (`benches/frames.rs`).
 const COPY_PAYLOAD_UP_TO: usize = 1024;
 
 impl Default for Builder {

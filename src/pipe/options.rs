@@ -54,7 +54,7 @@ pub struct PipeOptions {
 /// [`PipeReader::take_frame`](super::PipeReader::take_frame)),
 /// larger ones shared.
 ///
-/// This is a memory choice, not a speed crossover: `perf/benches/pipe.rs` (`take_frame`, BENCHMARKS.md)
+/// This is a memory choice, not a speed crossover: `benches/pipe.rs` (`take_frame`, BENCHMARKS.md)
 /// measured sharing faster than copying at every size, because sharing here costs one reference
 /// count and no allocation (the .NET system paid 128 B per shared slice, which is why copying won
 /// there below 2-4 KiB). Copying stays within about 2x of sharing up to 2 KiB and grows with size

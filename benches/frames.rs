@@ -70,7 +70,7 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec, LinesCodec};
 // ------------------------------------------------------------------------------------------------
 // Bytes and allocations per frame.
 
-#[path = "../../tests-integration/tests/kit/counting_alloc.rs"]
+#[path = "../tests-integration/tests/kit/counting_alloc.rs"]
 mod counting_alloc;
 
 #[global_allocator]
