@@ -17,6 +17,9 @@
 //! `pub use`, and the helpers it shares live in the module's own files, not in a codec. (The
 //! helpers are crate-private: a decoder outside the crate needs only the public API, which the
 //! doctests and the tests under `tests-integration/` exercise.)
+//!
+//! Inside a module the files are layers as well: no files of one module directory name each other
+//! in a circle (the module's `mod.rs`, which ties them together, aside).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -498,4 +501,233 @@ fn the_layer_check_catches_upward_paths_in_every_form() {
             "src/{rel}:\n{text}\nfound: {found:?}"
         );
     }
+}
+
+/// The files of one module directory (`src/pool/`, `src/io/`, ...) other than its `mod.rs`, the
+/// module's face, that each file names, as (file stem -> stems it names). A file names a sibling
+/// through a path (`super::shared::PoolShared`, `super::{stats::bump, leaks::LeakTable}`,
+/// `crate::pool::shared::..`) or through an item the sibling defines at file scope and `mod.rs`
+/// re-exports (`super::Transport`). Paths inside a nested `mod` of a file (its tests) are its own
+/// business and are skipped.
+fn sibling_edges(dir: &str, files: &[(String, String)]) -> BTreeMap<String, Vec<(String, usize)>> {
+    let prefix = format!("{dir}/");
+    let siblings: Vec<(String, String)> = files
+        .iter()
+        .filter_map(|(rel, text)| {
+            let name = rel.strip_prefix(&prefix)?;
+            (!name.contains('/') && name != "mod.rs")
+                .then(|| (name.trim_end_matches(".rs").to_string(), code_only(text)))
+        })
+        .collect();
+    // Items each sibling defines at file scope (column 0), by name.
+    let mut defined_in: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (stem, code) in &siblings {
+        for line in code.lines() {
+            let mut rest = line;
+            for vis in ["pub(crate) ", "pub(super) ", "pub "] {
+                rest = rest.strip_prefix(vis).unwrap_or(rest);
+            }
+            for kind in [
+                "struct ",
+                "enum ",
+                "trait ",
+                "fn ",
+                "type ",
+                "const fn ",
+                "const ",
+                "static ",
+                "union ",
+                "unsafe fn ",
+            ] {
+                if let Some(item) = rest.strip_prefix(kind) {
+                    let name = ident_at(item).to_string();
+                    if !name.is_empty() && name != "_" {
+                        defined_in.entry(name).or_default().push(stem.clone());
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    let module_path = format!("crate::{}::", dir.replace('/', "::"));
+    let mut edges: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    for (stem, code) in &siblings {
+        let mut named = Vec::new();
+        // Lines inside a nested `mod x { .. }` (indentation of its closing brace) are skipped.
+        let mut nested_close: Option<String> = None;
+        for (n, line) in code.lines().enumerate() {
+            if let Some(close) = &nested_close {
+                if line == close {
+                    nested_close = None;
+                }
+                continue;
+            }
+            let trimmed = line.trim_start();
+            let bare = trimmed
+                .strip_prefix("pub(crate) ")
+                .or_else(|| trimmed.strip_prefix("pub "))
+                .unwrap_or(trimmed);
+            if bare.starts_with("mod ") && bare.trim_end().ends_with('{') {
+                nested_close = Some(format!("{}}}", &line[..line.len() - trimmed.len()]));
+                continue;
+            }
+            for anchor in ["super::", module_path.as_str()] {
+                for (k, _) in line.match_indices(anchor) {
+                    if anchor == "super::" && line[..k].ends_with("super::") {
+                        continue; // super::super:: climbs out of the directory
+                    }
+                    if line[..k]
+                        .chars()
+                        .last()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    {
+                        continue;
+                    }
+                    for name in first_names(&line[k + anchor.len()..]) {
+                        if name == "super" {
+                            continue;
+                        }
+                        let targets: Vec<String> = if siblings.iter().any(|(s, _)| *s == name) {
+                            vec![name.clone()]
+                        } else {
+                            defined_in.get(&name).cloned().unwrap_or_default()
+                        };
+                        // A name defined in more than one sibling is ambiguous: no edge.
+                        if let [target] = targets.as_slice() {
+                            if target != stem {
+                                named.push((target.clone(), n + 1));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        edges.insert(stem.clone(), named);
+    }
+    edges
+}
+
+/// Each circle of files naming each other among the files of `dir`, as a message.
+fn sibling_circles(dir: &str, files: &[(String, String)]) -> Vec<String> {
+    let edges = sibling_edges(dir, files);
+    let mut circles = Vec::new();
+    // Depth-first search from each file; a path back to a file on the current path is a circle,
+    // reported once, from its smallest file.
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, Vec<(String, usize)>>,
+        path: &mut Vec<(String, usize)>,
+        circles: &mut Vec<Vec<(String, usize)>>,
+    ) {
+        for (next, line) in edges.get(node).into_iter().flatten() {
+            if let Some(at) = path.iter().position(|(p, _)| p == next) {
+                let mut circle: Vec<(String, usize)> = path[at..].to_vec();
+                circle[0].1 = 0; // how the search reached the first file is not part of the circle
+                circle.push((next.clone(), *line));
+                let smallest = circle[..circle.len() - 1]
+                    .iter()
+                    .map(|(p, _)| p)
+                    .min()
+                    .unwrap();
+                if circle[0].0 == *smallest && !circles.contains(&circle) {
+                    circles.push(circle);
+                }
+            } else {
+                path.push((next.clone(), *line));
+                visit(next, edges, path, circles);
+                path.pop();
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for start in edges.keys() {
+        let mut path = vec![(start.clone(), 0)];
+        visit(start, &edges, &mut path, &mut found);
+    }
+    for circle in found {
+        let steps: Vec<String> = circle
+            .windows(2)
+            .map(|w| format!("{}.rs names {} (line {})", w[0].0, w[1].0, w[1].1))
+            .collect();
+        circles.push(format!("src/{dir}/: {}", steps.join(", ")));
+    }
+    circles
+}
+
+/// Within a module, the files form layers too: no file names another that names it back, directly
+/// or through others (the module's `mod.rs` ties them together and is left out).
+#[test]
+fn no_files_of_a_module_name_each_other_in_a_circle() {
+    let files = sources();
+    let mut dirs: Vec<String> = files
+        .iter()
+        .filter_map(|(rel, _)| rel.rsplit_once('/').map(|(dir, _)| dir.to_string()))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    assert!(dirs.len() >= 5, "module directories found: {dirs:?}");
+    let circles: Vec<String> = dirs
+        .iter()
+        .flat_map(|dir| sibling_circles(dir, &files))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "files of one module that name each other in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The circle check itself: a pair, a circle of three through a re-exported item, and what it
+/// lets through (a line, `mod.rs`, a file's own tests, comments).
+#[test]
+fn the_circle_check_catches_files_naming_each_other() {
+    let file = |rel: &str, text: &str| (rel.to_string(), text.to_string());
+    let pair = [
+        file(
+            "io/connection.rs",
+            "use super::transport::Inline;\npub struct Connection;\n",
+        ),
+        file(
+            "io/transport.rs",
+            "pub(crate) struct Inline;\nfn f() -> super::connection::Connection { todo!() }\n",
+        ),
+    ];
+    assert_eq!(
+        sibling_circles("io", &pair).len(),
+        1,
+        "{:?}",
+        sibling_circles("io", &pair)
+    );
+    let three = [
+        file(
+            "pool/class.rs",
+            "use crate::pool::thread_cache::CLASS_SLOTS;\npub(crate) struct Config;\n",
+        ),
+        file(
+            "pool/stats.rs",
+            "use super::class::Config;\npub(crate) fn bump() {}\n",
+        ),
+        file(
+            "pool/thread_cache.rs",
+            "use super::{bump, shared::X};\npub(crate) const CLASS_SLOTS: usize = 1;\n",
+        ),
+        file("pool/shared.rs", "pub(crate) struct X;\n"),
+    ];
+    let found = sibling_circles("pool", &three);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("class.rs names thread_cache"),
+        "{found:?}"
+    );
+    let line = [
+        file("pool/class.rs", "pub(crate) struct Config;\n// use super::stats::bump;\n"),
+        file("pool/stats.rs", "use super::class::Config;\npub(crate) fn bump() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::class::Config;\n}\n"),
+        file("pool/mod.rs", "use stats::bump;\nuse class::Config;\n"),
+        file("pool/eviction_tests.rs", "use super::stats::bump;\n"),
+    ];
+    assert!(
+        sibling_circles("pool", &line).is_empty(),
+        "{:?}",
+        sibling_circles("pool", &line)
+    );
 }

@@ -1,7 +1,10 @@
 //! The buffer pool (re-exported at the crate root; the guide to size classes and caches is on
-//! [`Pool`]): `thread_cache.rs` holds a thread's magazines, `shared.rs` the depot they exchange
-//! with, `stats.rs` the counters, `leaks.rs` the optional record of where blocks went.
+//! [`Pool`]): `class.rs` the size classes, `thread_cache.rs` a thread's magazines, `shared.rs` the
+//! depot they exchange with, `stats.rs` the counters, `leaks.rs` the optional record of where blocks
+//! went. Each file names only those before it in the order class, stats, leaks, shared,
+//! thread_cache (`tests/layers.rs` checks that no files of a module name each other in a circle).
 
+mod class;
 #[cfg(all(test, not(packetpipe_loom)))]
 mod eviction_tests;
 mod leaks;
@@ -19,7 +22,7 @@ pub(crate) use shared::PoolShared;
 use crate::block::{self, Recycle, MAX_CAPACITY, UNPOOLED};
 use crate::error::Error;
 use crate::sync::Arc;
-use shared::{Config, MIN_CLASS_SIZE};
+use class::{Config, MIN_CLASS_SIZE};
 use stats::bump_shared;
 
 /// A handle to a buffer pool: size classes, per-thread caches, a shared depot. Cloning shares

@@ -8,8 +8,7 @@
 
 use std::ops::Deref;
 
-use super::shared::Config;
-use super::thread_cache::CLASS_SLOTS;
+use super::class::{Config, CLASS_SLOTS};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::CachePadded;
 

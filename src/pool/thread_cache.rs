@@ -45,6 +45,7 @@
 
 use std::cell::RefCell;
 
+use super::class::{class_slot, CLASS_SLOTS};
 use super::shared::{CloseNotice, PoolShared};
 use super::stats::{bump, bump_class, bump_shared, unbump, Slot};
 use super::{FreeBlock, FreeStack};
@@ -52,20 +53,6 @@ use crate::block::UNPOOLED;
 use crate::error::Error;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{thread_local, Arc};
-
-/// Entries of a cache's magazine table: a fixed number, more than any configuration's classes
-/// (at most 105), so that the fast paths index it with a mask instead of a bounds check. The last
-/// entry is never a class: an unpooled block's class, `UNPOOLED`, masks to it, and its capacity
-/// of 0 sends the block to the slow path.
-pub(crate) const CLASS_SLOTS: usize = 128;
-
-/// A class number (or a block's `UNPOOLED`) as an index into the magazine table.
-#[inline(always)]
-pub(crate) const fn class_slot(class: usize) -> usize {
-    class & (CLASS_SLOTS - 1)
-}
-
-const _: () = assert!(class_slot(UNPOOLED as usize) == CLASS_SLOTS - 1);
 
 /// The magazine a class rents from and returns into (its spare is in `ThreadCache::spares`: the
 /// fast paths touch only this, and 32 bytes index with one shift).
