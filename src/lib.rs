@@ -61,6 +61,7 @@
 //! them to sockets (and says which transport to choose); [`frame`] turns the segment chain into
 //! frames. [`Pool`] explains size classes, thread caches and leak reports.
 #![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 // docs.rs (`--cfg docsrs`, nightly): a badge on every item that needs a feature, worked out from
 // its `#[cfg]` (`doc_cfg` does that by itself since the `doc_auto_cfg` feature was folded into it).

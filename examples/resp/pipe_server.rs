@@ -166,7 +166,7 @@ impl Decoder for RespDecoder {
             let chunks_from = |pos| std::iter::once(&first[pos..]);
             parse_batch(chunks_from, first.len(), self.max_request, spans, entries)
         } else {
-            let chunks_from = |pos| buffer.slice(pos..).chunks();
+            let chunks_from = |pos| buffer.slice(pos..).segments();
             parse_batch(chunks_from, buffer.len(), self.max_request, spans, entries)
         };
         if batch.requests.len() == 0 {

@@ -25,7 +25,7 @@ fn find_in_chunks(
     mut find: impl FnMut(&[u8]) -> Option<usize>,
 ) -> Option<usize> {
     let mut base = 0;
-    for chunk in window.chunks() {
+    for chunk in window.segments() {
         if let Some(at) = find(chunk) {
             return Some(base + at);
         }

@@ -125,7 +125,7 @@ mod wait;
 mod writer;
 
 pub use options::{PipeOptions, DEFAULT_COPY_THRESHOLD};
-pub use read_buffer::{Chunks, ReadBuffer, ReadCursor};
+pub use read_buffer::{ReadBuffer, ReadCursor, SegmentIter};
 pub use read_until::{ReadUntil, ReadUntilResult};
 pub use reader::{PipeReader, ReadFuture, ReadResult};
 pub use state::PipeCanceler;

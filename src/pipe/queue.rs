@@ -739,7 +739,7 @@ pub(crate) struct Packets<'a> {
 // nodes that borrow covers; it only reads those nodes' packets (never writes), which `&Consumer`
 // (itself `Sync`) already allows from any thread. The node pointer is what a `&Consumer` would reach
 // by following the same links, so moving or sharing the iterator gives no access `&Consumer`
-// does not. This makes the read views (`ReadBuffer`, `Chunks`, `ReadCursor`) `Send + Sync`.
+// does not. This makes the read views (`ReadBuffer`, `SegmentIter`, `ReadCursor`) `Send + Sync`.
 unsafe impl Send for Packets<'_> {}
 // SAFETY: see `Send` above; `&Packets` only allows cloning the iterator (a pointer copy).
 unsafe impl Sync for Packets<'_> {}

@@ -72,11 +72,12 @@ impl<'a> ReadBuffer<'a> {
 
     /// The segments, front to back, none of them empty: what [`ByteSegments::segments`] returns,
     /// with the lifetime of the bytes rather than of this view, so the iterator of a view made
-    /// on the spot (`buffer.slice(pos..).chunks()`) can be returned.
+    /// on the spot (`buffer.slice(pos..).segments()`) can be returned. The same name as the
+    /// trait's: `buffer.segments()` calls this one, with or without the trait in scope.
     #[inline]
     #[must_use]
-    pub fn chunks(&self) -> Chunks<'a> {
-        Chunks {
+    pub fn segments(&self) -> SegmentIter<'a> {
+        SegmentIter {
             packets: self.queue.packets(),
             skip: self.start,
             left: self.len,
@@ -94,7 +95,7 @@ impl<'a> ReadBuffer<'a> {
                 None => &[],
             }
         } else {
-            self.chunks().next().unwrap_or(&[])
+            self.segments().next().unwrap_or(&[])
         }
     }
 
@@ -105,7 +106,7 @@ impl<'a> ReadBuffer<'a> {
             return None;
         }
         let mut index = index;
-        for chunk in self.chunks() {
+        for chunk in self.segments() {
             if index < chunk.len() {
                 return Some(chunk[index]);
             }
@@ -134,7 +135,7 @@ impl<'a> ReadBuffer<'a> {
     #[inline]
     #[must_use]
     pub fn cursor(&self) -> ReadCursor<'a> {
-        let mut chunks = self.chunks();
+        let mut chunks = self.segments();
         let current = chunks.next().unwrap_or(&[]);
         ReadCursor {
             current,
@@ -146,7 +147,7 @@ impl<'a> ReadBuffer<'a> {
     /// Fill `dst` with the segments for a vectored write; returns how many slots were filled.
     pub(crate) fn io_slices(&self, dst: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
-        for (slot, chunk) in dst.iter_mut().zip(self.chunks()) {
+        for (slot, chunk) in dst.iter_mut().zip(self.segments()) {
             *slot = IoSlice::new(chunk);
             n += 1;
         }
@@ -156,7 +157,7 @@ impl<'a> ReadBuffer<'a> {
 
 impl ByteSegments for ReadBuffer<'_> {
     fn segments(&self) -> impl Iterator<Item = &[u8]> + Clone {
-        self.chunks()
+        self.segments()
     }
 
     fn len(&self) -> usize {
@@ -168,20 +169,20 @@ impl std::fmt::Debug for ReadBuffer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadBuffer")
             .field("len", &self.len)
-            .field("segments", &self.chunks().count())
+            .field("segments", &self.segments().count())
             .finish()
     }
 }
 
 /// Iterator over a [`ReadBuffer`]'s segments.
 #[derive(Clone)]
-pub struct Chunks<'a> {
+pub struct SegmentIter<'a> {
     packets: Packets<'a>,
     skip: usize,
     left: usize,
 }
 
-impl<'a> Iterator for Chunks<'a> {
+impl<'a> Iterator for SegmentIter<'a> {
     type Item = &'a [u8];
 
     #[inline]
@@ -202,9 +203,11 @@ impl<'a> Iterator for Chunks<'a> {
     }
 }
 
-impl std::fmt::Debug for Chunks<'_> {
+impl std::fmt::Debug for SegmentIter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chunks").field("left", &self.left).finish()
+        f.debug_struct("SegmentIter")
+            .field("left", &self.left)
+            .finish()
     }
 }
 
@@ -235,7 +238,7 @@ impl std::fmt::Debug for Chunks<'_> {
 #[derive(Clone)]
 pub struct ReadCursor<'a> {
     current: &'a [u8],
-    rest: Chunks<'a>,
+    rest: SegmentIter<'a>,
     remaining: usize,
 }
 

@@ -498,7 +498,7 @@ impl PipeReader {
         let Ok(mut buf) = self.pool.rent(available) else {
             return;
         };
-        for chunk in ReadBuffer::new(&self.queue, available).chunks() {
+        for chunk in ReadBuffer::new(&self.queue, available).segments() {
             buf.extend_from_slice(chunk)
                 .expect("rented at least the available bytes");
         }
@@ -663,7 +663,7 @@ impl PipeReader {
     pub(crate) fn read_with(&mut self, max: usize, mut put: impl FnMut(&[u8])) -> usize {
         let mut copied = 0;
         if let Some(result) = self.last_read() {
-            for chunk in result.buffer.chunks() {
+            for chunk in result.buffer.segments() {
                 let n = chunk.len().min(max - copied);
                 put(&chunk[..n]);
                 copied += n;
@@ -792,7 +792,7 @@ impl PipeReader {
             Ok(frame)
         } else if n <= Packet::INLINE_CAPACITY && (n <= self.copy_threshold || spans_segments) {
             self.queue.consume(skip as u64);
-            let frame = Packet::inline_from_chunks(ReadBuffer::new(&self.queue, n).chunks());
+            let frame = Packet::inline_from_chunks(ReadBuffer::new(&self.queue, n).segments());
             self.queue.consume(n as u64);
             Ok(frame)
         } else if n <= SHARED_COPY_MAX
@@ -802,7 +802,7 @@ impl PipeReader {
             let frame = {
                 let chunks = ReadBuffer::new(&self.queue, skip + n)
                     .slice(skip..)
-                    .chunks();
+                    .segments();
                 self.copies.copy(&self.pool, n, chunks)?
             };
             self.queue.consume((skip + n) as u64);
@@ -810,7 +810,7 @@ impl PipeReader {
         } else if n <= self.copy_threshold || spans_segments {
             let mut buf = self.pool.rent(n)?;
             self.queue.consume(skip as u64);
-            for chunk in ReadBuffer::new(&self.queue, n).chunks() {
+            for chunk in ReadBuffer::new(&self.queue, n).segments() {
                 buf.extend_from_slice(chunk)
                     .expect("rented at least n bytes");
             }

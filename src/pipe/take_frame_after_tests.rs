@@ -56,7 +56,7 @@ fn pipe_with_one_block(pool: &Pool, pattern: u32) -> (PipeWriter, PipeReader, Ve
         .unwrap()
         .unwrap()
         .buffer
-        .chunks()
+        .segments()
         .next()
         .unwrap_or_default()
         .as_ptr();
@@ -161,7 +161,7 @@ fn a_large_frame_over_flushes_of_one_block_is_shared_and_over_separate_blocks_co
     }
     let result = reader.try_read().unwrap().unwrap();
     assert_eq!(result.buffer.segments().count(), 1);
-    let start = result.buffer.chunks().next().unwrap_or_default().as_ptr();
+    let start = result.buffer.segments().next().unwrap_or_default().as_ptr();
     let rents = pool.stats().rents;
 
     // 500 bytes from offset 50, above the copy threshold: a window shared out of the segment, no

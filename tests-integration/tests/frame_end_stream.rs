@@ -226,7 +226,7 @@ fn contiguous_borrows_in_place_when_the_bytes_lie_in_one_segment() {
             if buf.len() < 8 {
                 return Ok(Decoded::NeedAtLeast(8));
             }
-            let first = buf.buffer().chunks().next().unwrap().as_ptr_range();
+            let first = buf.buffer().segments().next().unwrap().as_ptr_range();
             let one = buf.contiguous(2)?.as_ptr();
             let in_first = first.contains(&one);
             let both = buf.contiguous(8)?.as_ptr();

@@ -287,7 +287,7 @@ fn take_frame_on_the_copy_path_allocates_nothing_per_frame() {
             writer.flush_blocking().unwrap();
             let buffer = reader.read_blocking().unwrap().buffer;
             assert_eq!(buffer.len(), size);
-            let segment = buffer.chunks().next().unwrap_or_default().as_ptr();
+            let segment = buffer.segments().next().unwrap_or_default().as_ptr();
             let mut frame = reader.take_frame(size).unwrap();
             assert_ne!(frame.as_ptr(), segment, "copied, not shared");
             if size > 256 {

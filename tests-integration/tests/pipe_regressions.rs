@@ -108,7 +108,7 @@ fn read_views_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<packetpipe::pipe::ReadBuffer<'static>>();
     send_sync::<packetpipe::pipe::ReadCursor<'static>>();
-    send_sync::<packetpipe::pipe::Chunks<'static>>();
+    send_sync::<packetpipe::pipe::SegmentIter<'static>>();
     send_sync::<packetpipe::pipe::ReadResult<'static>>();
     send_sync::<packetpipe::pipe::PipeReader>();
     send_sync::<packetpipe::pipe::PipeWriter>();

@@ -31,7 +31,7 @@
 //!     // Echo: hand every received segment to the output, without copying it.
 //!     while let Ok(read) = pipe.reader.read_buffer().await {
 //!         let (n, done) = (read.buffer.len(), read.is_completed);
-//!         for chunk in read.buffer.chunks() {
+//!         for chunk in read.buffer.segments() {
 //!             pipe.writer.write_slice(chunk).unwrap();
 //!         }
 //!         pipe.reader.advance_to(n, n).unwrap();
@@ -1061,7 +1061,7 @@ impl Conn {
                 let segments = self.segments;
                 let send = self.send.get_or_insert_with(|| SendBuf::new(segments));
                 let mut n = 0;
-                for (slot, chunk) in send.iov.iter_mut().zip(buffer.chunks()) {
+                for (slot, chunk) in send.iov.iter_mut().zip(buffer.segments()) {
                     slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
                     slot.iov_len = chunk.len();
                     n += 1;

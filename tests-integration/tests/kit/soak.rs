@@ -17,7 +17,6 @@
 //! was expected and where the wrong bytes come from (this connection's stream at another offset,
 //! the start of another connection's, zeros), and the seed that replays the run.
 
-use packetpipe::ByteSegments;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -21,7 +21,7 @@ fn pipe_with_one_block(pool: &Pool, pattern: u32) -> (PipeWriter, PipeReader, Ve
         .unwrap()
         .unwrap()
         .buffer
-        .chunks()
+        .segments()
         .next()
         .unwrap_or_default()
         .as_ptr();
@@ -182,16 +182,22 @@ fn first_chunk_is_the_first_segment_of_any_view() {
     flush_now(&mut writer);
     let result = reader.try_read().unwrap().unwrap();
     let buffer = result.buffer;
-    assert_eq!(buffer.chunks().next().unwrap_or_default(), b"abc");
-    assert_eq!(buffer.slice(..2).chunks().next().unwrap_or_default(), b"ab");
-    assert_eq!(buffer.slice(1..).chunks().next().unwrap_or_default(), b"bc");
+    assert_eq!(buffer.segments().next().unwrap_or_default(), b"abc");
     assert_eq!(
-        buffer.slice(3..5).chunks().next().unwrap_or_default(),
+        buffer.slice(..2).segments().next().unwrap_or_default(),
+        b"ab"
+    );
+    assert_eq!(
+        buffer.slice(1..).segments().next().unwrap_or_default(),
+        b"bc"
+    );
+    assert_eq!(
+        buffer.slice(3..5).segments().next().unwrap_or_default(),
         b"de"
     );
-    assert_eq!(buffer.slice(7..).chunks().next().unwrap_or_default(), b"");
+    assert_eq!(buffer.slice(7..).segments().next().unwrap_or_default(), b"");
     reader.advance_to(7, 7).unwrap();
     writer.complete();
     let result = reader.read_blocking().unwrap();
-    assert_eq!(result.buffer.chunks().next().unwrap_or_default(), b"");
+    assert_eq!(result.buffer.segments().next().unwrap_or_default(), b"");
 }

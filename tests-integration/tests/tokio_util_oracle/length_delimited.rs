@@ -682,7 +682,7 @@ mod write {
         let buffer = reader.read_blocking().unwrap().buffer;
         assert_eq!(packetpipe::ByteSegments::to_vec(&buffer), expected);
         assert_eq!(
-            buffer.chunks().count(),
+            buffer.segments().count(),
             2,
             "the frame went into a block of its own"
         );
