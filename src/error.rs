@@ -113,11 +113,11 @@ pub enum Error {
         /// Length of the buffer last read (after earlier frames were taken).
         len: usize,
     },
-    /// The writer advanced past the space `buffer_mut` handed out.
+    /// The writer committed more than the space `spare_mut` handed out.
     AdvancePastBuffer {
         /// Bytes to commit.
         requested: usize,
-        /// Bytes of the buffer `buffer_mut` returned.
+        /// Bytes of the space `spare_mut` returned.
         available: usize,
     },
     /// The reader was used after it completed.

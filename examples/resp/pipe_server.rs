@@ -369,8 +369,8 @@ impl Kept for Stored {
 ///
 /// Small replies are gathered in a reused `Vec` and written into the pipe with one
 /// `write_slice` per batch (or before a large value): a `write_slice` per reply costs about 130
-/// instructions for a 5-byte reply (its checks of the writer's state, `buffer_mut` and
-/// `advance`), `Vec::extend_from_slice` about 20 (callgrind, `BENCHMARKS.md`). Large values are
+/// instructions for a 5-byte reply (its checks of the writer's state, `spare_mut` and
+/// `commit`), `Vec::extend_from_slice` about 20 (callgrind, `BENCHMARKS.md`). Large values are
 /// `append`ed as the stored packets (zero-copy out).
 #[derive(Debug)]
 pub struct PipeOut {
