@@ -114,7 +114,7 @@ pub enum Error {
         len: usize,
     },
     /// The writer committed more than the space `spare_mut` handed out.
-    AdvancePastBuffer {
+    CommitPastSpare {
         /// Bytes to commit.
         requested: usize,
         /// Bytes of the space `spare_mut` returned.
@@ -255,7 +255,7 @@ impl fmt::Display for Error {
                 "a frame of {requested} bytes after {skip} skipped: the buffer last read holds \
                  only {len} bytes"
             ),
-            Error::AdvancePastBuffer { requested, available } => write!(
+            Error::CommitPastSpare { requested, available } => write!(
                 f,
                 "commit of {requested} bytes is beyond the {available} bytes spare_mut handed out"
             ),

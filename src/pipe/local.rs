@@ -287,7 +287,7 @@ impl Fill<'_> {
     pub(crate) fn advance(&mut self, n: usize) -> Result<(), Error> {
         let local = &mut *self.local;
         let Some(buf) = local.buf.as_mut() else {
-            return Err(Error::AdvancePastBuffer {
+            return Err(Error::CommitPastSpare {
                 requested: n,
                 available: 0,
             });

@@ -212,7 +212,7 @@ impl PipeWriter {
     pub fn commit(&mut self, n: usize) -> Result<(), Error> {
         self.check_open()?;
         if n > self.handed_out {
-            return Err(Error::AdvancePastBuffer {
+            return Err(Error::CommitPastSpare {
                 requested: n,
                 available: self.handed_out,
             });

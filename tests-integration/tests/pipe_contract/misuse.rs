@@ -227,7 +227,7 @@ fn writer_advance_past_buffer_mut_space_is_an_error_and_leaves_the_pipe_intact()
     let e = writer.commit(available + 1).unwrap_err();
     assert_eq!(
         e,
-        Error::AdvancePastBuffer {
+        Error::CommitPastSpare {
             requested: available + 1,
             available
         }
@@ -249,7 +249,7 @@ fn writer_advance_past_buffer_mut_space_is_an_error_and_leaves_the_pipe_intact()
     let e = writer.commit(available - 4).unwrap_err();
     assert_eq!(
         e,
-        Error::AdvancePastBuffer {
+        Error::CommitPastSpare {
             requested: available - 4,
             available: available - 5
         }
@@ -264,7 +264,7 @@ fn writer_advance_with_no_buffer_is_an_error() {
     let e = writer.commit(1).unwrap_err();
     assert_eq!(
         e,
-        Error::AdvancePastBuffer {
+        Error::CommitPastSpare {
             requested: 1,
             available: 0
         }
@@ -277,7 +277,7 @@ fn writer_advance_with_no_buffer_is_an_error() {
     writer.commit(n).unwrap();
     assert_eq!(
         writer.commit(1).unwrap_err(),
-        Error::AdvancePastBuffer {
+        Error::CommitPastSpare {
             requested: 1,
             available: 0
         }
@@ -293,7 +293,7 @@ fn writer_advance_after_write_without_buffer_mut_is_an_error() {
     let e = writer.commit(5).unwrap_err();
     assert_eq!(
         e,
-        Error::AdvancePastBuffer {
+        Error::CommitPastSpare {
             requested: 5,
             available: 0
         }

@@ -365,7 +365,7 @@ impl Harness {
         if n > len {
             self.expect_err(
                 result,
-                &Expect::AdvancePastBuffer {
+                &Expect::CommitPastSpare {
                     requested: n,
                     available: Some(len),
                 },
@@ -399,7 +399,7 @@ impl Harness {
             }
             Some(h) => self.expect_err(
                 result,
-                &Expect::AdvancePastBuffer {
+                &Expect::CommitPastSpare {
                     requested: n,
                     available: Some(h.len()),
                 },
@@ -407,7 +407,7 @@ impl Harness {
             None if n == 0 => result.unwrap(),
             None => self.expect_err(
                 result,
-                &Expect::AdvancePastBuffer {
+                &Expect::CommitPastSpare {
                     requested: n,
                     available: None,
                 },

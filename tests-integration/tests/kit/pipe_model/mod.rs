@@ -262,7 +262,7 @@ pub const MUST_COVER: &[&str] = &[
     "write discarded after reader completion",
     "error: WriterCompleted",
     "error: ReaderCompleted",
-    "error: AdvancePastBuffer",
+    "error: CommitPastSpare",
     "error: AdvanceWithoutRead",
     "error: InvalidAdvance",
     "error: FrameBeyondBuffer",

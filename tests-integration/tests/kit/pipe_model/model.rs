@@ -15,7 +15,7 @@ pub(crate) enum Expect {
     WriterCompleted,
     ReaderCompleted,
     /// `available` is `None` when the model does not know how much space `buffer_mut` left.
-    AdvancePastBuffer {
+    CommitPastSpare {
         requested: usize,
         available: Option<usize>,
     },
@@ -47,11 +47,11 @@ pub(crate) fn check_error(actual: &Error, expected: &Expect) {
         (Error::AdvanceWithoutRead, Expect::AdvanceWithoutRead) => true,
         (Error::ReadWithoutAdvance { len }, Expect::ReadWithoutAdvance { len: l }) => len == l,
         (
-            Error::AdvancePastBuffer {
+            Error::CommitPastSpare {
                 requested,
                 available,
             },
-            Expect::AdvancePastBuffer {
+            Expect::CommitPastSpare {
                 requested: r,
                 available: a,
             },
@@ -91,7 +91,7 @@ pub(crate) fn check_error(actual: &Error, expected: &Expect) {
     cover(match expected {
         Expect::WriterCompleted => "error: WriterCompleted",
         Expect::ReaderCompleted => "error: ReaderCompleted",
-        Expect::AdvancePastBuffer { .. } => "error: AdvancePastBuffer",
+        Expect::CommitPastSpare { .. } => "error: CommitPastSpare",
         Expect::AdvanceWithoutRead => "error: AdvanceWithoutRead",
         Expect::ReadWithoutAdvance { .. } => "error: ReadWithoutAdvance",
         Expect::InvalidAdvance { .. } => "error: InvalidAdvance",
