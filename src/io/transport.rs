@@ -8,7 +8,8 @@
 //!   wait (no block held, nothing unconsumed), which reads straight into a rented block and gives
 //!   it back if it finds nothing; a blocking stream is read into a per-thread scratch while the
 //!   application holds no byte, for the same reason (unless the connection keeps its blocks while
-//!   idle).
+//!   idle, or the reader's block has room for the read: then no block is rented for it and no
+//!   byte copied).
 //! - Output: the application's [`PipeWriter`] carries an [`Outbound`] (its `Deliver`): a flush
 //!   with nothing published still unwritten writes the staged bytes straight from the writer's
 //!   block (`write_now`); otherwise, and for what the stream did not take, the flush publishes
@@ -42,7 +43,8 @@ use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
 /// One flavor's read half of a stream.
 pub(crate) trait ReadSide: Send + Sync + 'static {
     /// Whether a read blocks the thread until bytes come (std's `Read`): such a side is read
-    /// into a per-thread scratch while the application holds no byte.
+    /// into a per-thread scratch while the application holds no byte (and the reader's block, if
+    /// it holds one, has no room for the read).
     const BLOCKING: bool = false;
 
     /// `Ready` once a read may find bytes (or the end, or an error); sides that cannot tell
@@ -587,7 +589,13 @@ impl<R: ReadSide> Refill for Inbound<R> {
             return Poll::Ready(());
         }
         loop {
-            let result = if R::BLOCKING && idle && !into.keeps_blocks_idle() {
+            // Reuse the current block's tail if at least half a segment is left; a large frame
+            // gets a block its size.
+            let hint =
+                ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
+            // A blocking read with nothing unconsumed goes into the scratch unless the reader
+            // already holds a block with room: then it reads there and copies nothing.
+            let result = if R::BLOCKING && idle && !into.keeps_blocks_idle() && !into.fits(hint) {
                 SCRATCH_BUF.with(|scratch| {
                     let mut scratch = scratch.borrow_mut();
                     match self.read.poll_read(cx, &mut scratch) {
@@ -601,10 +609,6 @@ impl<R: ReadSide> Refill for Inbound<R> {
                     }
                 })
             } else {
-                // Reuse the current block's tail if at least half a segment is left; a large
-                // frame gets a block its size.
-                let hint =
-                    ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
                 // Readiness first, unless the reader holds no block and nothing unconsumed (a
                 // read after a wait, which gave the block back): then the read goes straight into
                 // a rented block (its own readiness check is the only one), and one that finds

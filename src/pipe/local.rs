@@ -263,22 +263,30 @@ impl Fill<'_> {
     #[inline]
     pub(crate) fn buffer_mut(&mut self, hint: usize) -> Result<&mut [u8], Error> {
         let need = hint.max(1);
-        let local = &mut *self.local;
-        let fits = match &mut local.buf {
-            Some(buf) => {
-                if local.available == 0 && buf.rewind(local.credits) {
-                    local.back_grows = false;
-                }
-                bytes::BufMut::remaining_mut(buf) >= need
-            }
-            None => false,
-        };
-        if !fits {
+        if !self.fits(need) {
+            let local = &mut *self.local;
             let rented = local.pool.rent(need.max(local.min_segment_size))?;
             local.drop_buf();
             local.buf = Some(rented);
         }
-        Ok(local.buf.as_mut().expect("just provided").spare_mut())
+        Ok(self.local.buf.as_mut().expect("just provided").spare_mut())
+    }
+
+    /// Whether the receive block has at least `hint` bytes (and at least one) of free space, so
+    /// that [`buffer_mut`](Self::buffer_mut) rents nothing. A block whose bytes were all consumed
+    /// and are held by no taken frame starts over at its start.
+    #[inline]
+    pub(crate) fn fits(&mut self, hint: usize) -> bool {
+        let local = &mut *self.local;
+        match &mut local.buf {
+            Some(buf) => {
+                if local.available == 0 && buf.rewind(local.credits) {
+                    local.back_grows = false;
+                }
+                bytes::BufMut::remaining_mut(buf) >= hint.max(1)
+            }
+            None => false,
+        }
     }
 
     /// `n` bytes were read into the space [`buffer_mut`](Self::buffer_mut) gave: they are

@@ -589,7 +589,10 @@ impl PipeReader {
         }
         self.end_lift();
         let start = self.queue.consumed();
-        self.queue.consume(consumed as u64);
+        // A parser that needs more bytes examines without consuming (every frame's last read).
+        if consumed > 0 {
+            self.queue.consume(consumed as u64);
+        }
         self.last_len = None;
         self.frames_taken = false;
         self.examined = start + examined as u64;
