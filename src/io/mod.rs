@@ -122,6 +122,8 @@ pub mod futures;
 mod join;
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 mod pumped;
+#[cfg(feature = "tls")]
+pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 mod transport;

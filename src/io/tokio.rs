@@ -237,6 +237,20 @@ where
     }
     let mut slot = Some(stream);
     let any: &mut dyn Any = &mut slot;
+    #[cfg(feature = "tls")]
+    if let Some(tls) = any.downcast_mut::<Option<super::tls::TlsStream<TcpStream>>>() {
+        if tls.as_ref().is_some_and(|tls| tls.is_fresh()) {
+            let tls = tls.take().expect("just put");
+            return super::tls::inline::connect(tls, TcpStream::into_split, options);
+        }
+    }
+    #[cfg(all(feature = "tls", unix))]
+    if let Some(tls) = any.downcast_mut::<Option<super::tls::TlsStream<UnixStream>>>() {
+        if tls.as_ref().is_some_and(|tls| tls.is_fresh()) {
+            let tls = tls.take().expect("just put");
+            return super::tls::inline::connect(tls, UnixStream::into_split, options);
+        }
+    }
     if let Some(tcp) = any.downcast_mut::<Option<TcpStream>>() {
         let (read, write) = tcp.take().expect("just put").into_split();
         return transport::connect(read, write, options);

@@ -129,9 +129,81 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What the bytes of a stream are to the reader: themselves ([`Plain`]), or records of a
+/// protocol layered on the stream (TLS) that become readable in place once complete.
+pub(crate) trait Layer: Send + Sync + 'static {
+    /// Whether every byte read is readable as it is: then a blocking stream may be read into the
+    /// per-thread scratch while the application holds no byte.
+    const PLAIN: bool;
+
+    /// Bytes the layer held before the stream was handed over (received during a handshake):
+    /// made readable first, before the stream is read. `None` when there are none.
+    fn take_buffered(&mut self, _into: &mut Fill<'_>) -> Option<io::Result<Received>> {
+        None
+    }
+
+    /// Where the next read goes: at least `hint` bytes of the receive block's free tail.
+    fn space<'f>(
+        &mut self,
+        into: &'f mut Fill<'_>,
+        hint: usize,
+    ) -> Result<&'f mut [u8], crate::Error>;
+
+    /// `n` bytes were read into that space.
+    fn received(&mut self, into: &mut Fill<'_>, n: usize) -> io::Result<Received>;
+
+    /// The stream ended: `Ok` where that is the peer's clean end.
+    fn end_of_stream(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a read brought the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Received {
+    /// Readable bytes (or the layer's own messages, which the reader need not see).
+    Readable,
+    /// Nothing readable yet (the front of a record): read again.
+    Partial,
+    /// The peer's clean end inside the layer (TLS `close_notify`).
+    Closed,
+}
+
+/// The stream's bytes, readable as read.
+pub(crate) struct Plain;
+
+impl Layer for Plain {
+    const PLAIN: bool = true;
+
+    #[inline]
+    fn space<'f>(
+        &mut self,
+        into: &'f mut Fill<'_>,
+        hint: usize,
+    ) -> Result<&'f mut [u8], crate::Error> {
+        into.buffer_mut(hint)
+    }
+
+    #[inline]
+    fn received(&mut self, into: &mut Fill<'_>, n: usize) -> io::Result<Received> {
+        into.advance(n).map_err(io_error)?;
+        Ok(Received::Readable)
+    }
+}
+
 /// An inline connection over `read` and `write`, the halves of one stream.
 pub(crate) fn connect(
     read: impl ReadSide,
+    write: impl WriteSide,
+    options: ConnectionOptions,
+) -> (DuplexPipe, Connection) {
+    connect_layered(read, Plain, write, options)
+}
+
+/// [`connect`] with the reader's bytes coming through `layer`.
+pub(crate) fn connect_layered(
+    read: impl ReadSide,
+    layer: impl Layer,
     write: impl WriteSide,
     options: ConnectionOptions,
 ) -> (DuplexPipe, Connection) {
@@ -157,6 +229,7 @@ pub(crate) fn connect(
     });
     reader.set_source(Box::new(Inbound {
         read,
+        layer,
         shared: shared.clone(),
         received: 0,
         ended: false,
@@ -531,15 +604,16 @@ thread_local! {
 const MAX_READ: u64 = 1 << 20;
 
 /// The application reader's hook: its reads read the stream into the reader's own block.
-struct Inbound<R> {
+struct Inbound<R, L> {
     read: R,
+    layer: L,
     shared: Arc<Shared>,
     received: u64,
     /// The stream ended (or failed): the reader's input is completed.
     ended: bool,
 }
 
-impl<R: ReadSide> Inbound<R> {
+impl<R: ReadSide, L: Layer> Inbound<R, L> {
     fn fail(&mut self, into: &mut Fill<'_>, error: io::Error) {
         let shared = SharedError::new(error);
         self.shared
@@ -553,6 +627,20 @@ impl<R: ReadSide> Inbound<R> {
             self.ended = true;
             self.shared.input_ended(peer_closed, self.received);
         }
+    }
+
+    /// A read brought bytes (or the layer's clean end).
+    #[inline]
+    fn brought(&mut self, into: &mut Fill<'_>, received: Received) -> Poll<()> {
+        if received == Received::Closed {
+            into.complete();
+            self.end(true);
+            return Poll::Ready(());
+        }
+        if self.shared.input_idle.load(Ordering::Relaxed) {
+            self.shared.input_idle.store(false, Ordering::Relaxed);
+        }
+        Poll::Ready(())
     }
 
     /// Waiting on the stream: release what an idle connection need not hold.
@@ -572,7 +660,7 @@ impl<R: ReadSide> Inbound<R> {
     }
 }
 
-impl<R: ReadSide> Refill for Inbound<R> {
+impl<R: ReadSide, L: Layer> Refill for Inbound<R, L> {
     fn poll_refill(
         &mut self,
         cx: &mut Context<'_>,
@@ -588,6 +676,16 @@ impl<R: ReadSide> Refill for Inbound<R> {
             self.end(false);
             return Poll::Ready(());
         }
+        if let Some(result) = self.layer.take_buffered(into) {
+            match result {
+                Ok(Received::Partial) => {}
+                Ok(received) => return self.brought(into, received),
+                Err(e) => {
+                    self.fail(into, e);
+                    return Poll::Ready(());
+                }
+            }
+        }
         loop {
             // Reuse the current block's tail if at least half a segment is left; a large frame
             // gets a block its size.
@@ -595,50 +693,54 @@ impl<R: ReadSide> Refill for Inbound<R> {
                 ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
             // A blocking read with nothing unconsumed goes into the scratch unless the reader
             // already holds a block with room: then it reads there and copies nothing.
-            let result = if R::BLOCKING && idle && !into.keeps_blocks_idle() && !into.fits(hint) {
-                SCRATCH_BUF.with(|scratch| {
-                    let mut scratch = scratch.borrow_mut();
-                    match self.read.poll_read(cx, &mut scratch) {
-                        Poll::Ready(Ok(n)) if n > 0 && n <= SCRATCH => {
-                            match into.write_slice(&scratch[..n]) {
-                                Ok(()) => Poll::Ready(Ok((n, SCRATCH, false))),
-                                Err(e) => Poll::Ready(Err(io_error(e))),
+            let result =
+                if L::PLAIN && R::BLOCKING && idle && !into.keeps_blocks_idle() && !into.fits(hint)
+                {
+                    SCRATCH_BUF.with(|scratch| {
+                        let mut scratch = scratch.borrow_mut();
+                        match self.read.poll_read(cx, &mut scratch) {
+                            Poll::Ready(Ok(n)) if n > 0 && n <= SCRATCH => {
+                                match into.write_slice(&scratch[..n]) {
+                                    Ok(()) => Poll::Ready(Ok((n, SCRATCH, false))),
+                                    Err(e) => Poll::Ready(Err(io_error(e))),
+                                }
+                            }
+                            other => other.map_ok(|n| (n, SCRATCH, false)),
+                        }
+                    })
+                } else {
+                    // Readiness first, unless the reader holds no block and nothing unconsumed (a
+                    // read after a wait, which gave the block back): then the read goes straight into
+                    // a rented block (its own readiness check is the only one), and one that finds
+                    // nothing gives the block back before the wait (`idle`). Either way a connection
+                    // waiting for its peer holds no block, nor one waiting for the rest of a frame
+                    // an empty one.
+                    if !R::BLOCKING && (!idle || into.has_block()) {
+                        match self.read.poll_ready(cx) {
+                            Poll::Ready(Ok(())) => {}
+                            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {
+                                continue
+                            }
+                            Poll::Ready(Err(e)) => {
+                                self.fail(into, e);
+                                return Poll::Ready(());
+                            }
+                            Poll::Pending => {
+                                self.idle(into, idle);
+                                return Poll::Pending;
                             }
                         }
-                        other => other.map_ok(|n| (n, SCRATCH, false)),
                     }
-                })
-            } else {
-                // Readiness first, unless the reader holds no block and nothing unconsumed (a
-                // read after a wait, which gave the block back): then the read goes straight into
-                // a rented block (its own readiness check is the only one), and one that finds
-                // nothing gives the block back before the wait (`idle`). Either way a connection
-                // waiting for its peer holds no block, nor one waiting for the rest of a frame
-                // an empty one.
-                if !R::BLOCKING && (!idle || into.has_block()) {
-                    match self.read.poll_ready(cx) {
-                        Poll::Ready(Ok(())) => {}
-                        Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Poll::Ready(Err(e)) => {
-                            self.fail(into, e);
+                    let space = match self.layer.space(into, hint) {
+                        Ok(space) => space,
+                        Err(e) => {
+                            self.fail(into, io_error(e));
                             return Poll::Ready(());
                         }
-                        Poll::Pending => {
-                            self.idle(into, idle);
-                            return Poll::Pending;
-                        }
-                    }
-                }
-                let space = match into.buffer_mut(hint) {
-                    Ok(space) => space,
-                    Err(e) => {
-                        self.fail(into, io_error(e));
-                        return Poll::Ready(());
-                    }
+                    };
+                    let len = space.len();
+                    self.read.poll_read(cx, space).map_ok(|n| (n, len, true))
                 };
-                let len = space.len();
-                self.read.poll_read(cx, space).map_ok(|n| (n, len, true))
-            };
             match result {
                 Poll::Pending => {
                     self.idle(into, idle);
@@ -650,8 +752,13 @@ impl<R: ReadSide> Refill for Inbound<R> {
                     return Poll::Ready(());
                 }
                 Poll::Ready(Ok((0, _, _))) => {
-                    into.complete();
-                    self.end(true);
+                    match self.layer.end_of_stream() {
+                        Ok(()) => {
+                            into.complete();
+                            self.end(true);
+                        }
+                        Err(e) => self.fail(into, e),
+                    }
                     return Poll::Ready(());
                 }
                 Poll::Ready(Ok((n, len, in_place))) => {
@@ -667,17 +774,20 @@ impl<R: ReadSide> Refill for Inbound<R> {
                         );
                         return Poll::Ready(());
                     }
-                    if in_place {
-                        if let Err(e) = into.advance(n) {
-                            self.fail(into, io_error(e));
+                    let received = if in_place {
+                        self.layer.received(into, n)
+                    } else {
+                        Ok(Received::Readable)
+                    };
+                    self.received += n as u64;
+                    match received {
+                        Ok(Received::Partial) => continue,
+                        Ok(received) => return self.brought(into, received),
+                        Err(e) => {
+                            self.fail(into, e);
                             return Poll::Ready(());
                         }
                     }
-                    self.received += n as u64;
-                    if self.shared.input_idle.load(Ordering::Relaxed) {
-                        self.shared.input_idle.store(false, Ordering::Relaxed);
-                    }
-                    return Poll::Ready(());
                 }
             }
         }
@@ -692,7 +802,7 @@ impl<R: ReadSide> Refill for Inbound<R> {
     }
 }
 
-impl<R> Drop for Inbound<R> {
+impl<R, L> Drop for Inbound<R, L> {
     fn drop(&mut self) {
         if !self.ended {
             self.ended = true;

@@ -35,6 +35,9 @@ pub(crate) struct Local {
     credits: usize,
     /// The back packet was sealed from `buf` and ends where its next bytes go: they grow it.
     back_grows: bool,
+    /// Bytes at the front of `buf`'s free tail that the source read and has not made readable
+    /// yet (the front of a TLS record still arriving): `buf` stays while there are any.
+    pending: usize,
     /// `DONE` (and `FAILED`) once the source has ended.
     flags: u64,
     pool: Pool,
@@ -52,6 +55,7 @@ impl Local {
             buf: None,
             credits: 0,
             back_grows: false,
+            pending: 0,
             flags: 0,
             pool,
             min_segment_size,
@@ -185,7 +189,11 @@ impl Local {
             old.release_into(&mut released);
         }
         self.packets.push_back(packet);
-        self.drop_buf();
+        if self.pending == 0 {
+            self.drop_buf();
+        } else {
+            self.back_grows = false;
+        }
     }
 
     /// The reader is about to wait: the receive block goes home (unless the reader keeps
@@ -194,7 +202,7 @@ impl Local {
     /// while a kept block stays, it may (so the bytes are not moved out of it either).
     #[inline]
     pub(crate) fn release_parked_tail(&mut self) -> bool {
-        if self.keep_idle {
+        if self.keep_idle || self.pending > 0 {
             return self.buf.is_some();
         }
         self.drop_buf();
@@ -215,6 +223,7 @@ impl Local {
             buf.give_back_credits(std::mem::take(&mut self.credits));
         }
         self.back_grows = false;
+        self.pending = 0;
     }
 
     /// The fill side, for the reader's source; `state` takes the source's error.
@@ -280,7 +289,7 @@ impl Fill<'_> {
         let local = &mut *self.local;
         match &mut local.buf {
             Some(buf) => {
-                if local.available == 0 && buf.rewind(local.credits) {
+                if local.available == 0 && local.pending == 0 && buf.rewind(local.credits) {
                     local.back_grows = false;
                 }
                 bytes::BufMut::remaining_mut(buf) >= hint.max(1)
@@ -323,6 +332,99 @@ impl Fill<'_> {
         Ok(())
     }
 
+    /// Bytes read into the receive block's free tail and not readable yet (see
+    /// [`tail_mut`](Self::tail_mut)).
+    #[inline]
+    pub(crate) fn pending(&self) -> usize {
+        self.local.pending
+    }
+
+    /// The receive block's free tail, whose first [`pending`](Self::pending) bytes are those read
+    /// and not yet readable, with at least `need` (and one) bytes after them: a block too small
+    /// is replaced by one of at least a segment, the pending bytes copied to its start (the one
+    /// copy a record split across reads costs).
+    pub(crate) fn tail_mut(&mut self, need: usize) -> Result<&mut [u8], Error> {
+        let pending = self.local.pending;
+        let want = pending + need.max(1);
+        if pending == 0 {
+            return self.buffer_mut(want);
+        }
+        let local = &mut *self.local;
+        let room = local.buf.as_ref().map_or(0, |buf| buf.spare_len());
+        if room < want {
+            let mut rented = local.pool.rent(want.max(local.min_segment_size))?;
+            let old = local
+                .buf
+                .as_mut()
+                .expect("pending bytes are in the receive block");
+            rented.spare_mut()[..pending].copy_from_slice(&old.spare_mut()[..pending]);
+            local.drop_buf();
+            local.buf = Some(rented);
+            local.pending = pending;
+        }
+        Ok(local.buf.as_mut().expect("just provided").spare_mut())
+    }
+
+    /// `n` more bytes were read into the free tail after the pending ones.
+    pub(crate) fn add_pending(&mut self, n: usize) -> Result<(), Error> {
+        let local = &mut *self.local;
+        let room = local.buf.as_ref().map_or(0, |buf| buf.spare_len());
+        if local.pending + n > room {
+            return Err(Error::CommitPastSpare {
+                requested: local.pending + n,
+                available: room,
+            });
+        }
+        local.pending += n;
+        Ok(())
+    }
+
+    /// The pending bytes, to work on in place (a TLS record decrypted where it was received).
+    #[inline]
+    pub(crate) fn pending_mut(&mut self) -> &mut [u8] {
+        let pending = self.local.pending;
+        match self.local.buf.as_mut() {
+            Some(buf) => &mut buf.spare_mut()[..pending],
+            None => &mut [],
+        }
+    }
+
+    /// The first `n` pending bytes become readable (`pending_readable`) or are dropped
+    /// (`pending_skip`: a record's header and tag, a message the reader need not see).
+    #[inline]
+    pub(crate) fn pending_readable(&mut self, n: usize) -> Result<(), Error> {
+        self.take_pending(n)?;
+        self.advance(n)
+    }
+
+    /// See [`pending_readable`](Self::pending_readable).
+    #[inline]
+    pub(crate) fn pending_skip(&mut self, n: usize) -> Result<(), Error> {
+        self.take_pending(n)?;
+        if n > 0 {
+            let buf = self
+                .local
+                .buf
+                .as_mut()
+                .expect("pending bytes are in the receive block");
+            buf.commit(n)?;
+            buf.discard_front(n);
+            self.local.back_grows = false;
+        }
+        Ok(())
+    }
+
+    fn take_pending(&mut self, n: usize) -> Result<(), Error> {
+        if n > self.local.pending {
+            return Err(Error::CommitPastSpare {
+                requested: n,
+                available: self.local.pending,
+            });
+        }
+        self.local.pending -= n;
+        Ok(())
+    }
+
     /// Copy `data` into the receive block and make it readable.
     pub(crate) fn write_slice(&mut self, data: &[u8]) -> Result<(), Error> {
         let space = self.buffer_mut(data.len())?;
@@ -354,7 +456,7 @@ impl Fill<'_> {
     /// unless the reader keeps it while idle.
     #[inline]
     pub(crate) fn release_unused_buffer(&mut self) {
-        if self.local.available == 0 && !self.local.keep_idle {
+        if self.local.available == 0 && self.local.pending == 0 && !self.local.keep_idle {
             self.local.drop_buf();
         }
     }
