@@ -16,10 +16,7 @@ fn certs() -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
 
 fn echo(versions: &[&'static rustls::SupportedProtocolVersion]) {
     let (cert, key) = certs();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
+    let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(vec![cert.clone()], key)
         .unwrap();
@@ -48,9 +45,7 @@ fn echo(versions: &[&'static rustls::SupportedProtocolVersion]) {
     });
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .unwrap()
+    let config = rustls::ClientConfig::builder_with_protocol_versions(versions)
         .with_root_certificates(roots)
         .with_no_client_auth();
     let conn =

@@ -174,7 +174,12 @@ where
         .protocol_version()
         .expect("a completed handshake has a version");
     let (secrets, kernel) = conn.into_kernel().map_err(tls_error)?;
-    let (opener, sealer) = Keys::split(kernel, secrets.tx, secrets.rx);
+    let (opener, sealer) = Keys::split(
+        kernel,
+        secrets.tx,
+        secrets.rx,
+        crate::Pool::global().clone(),
+    )?;
     buf.truncate(filled);
     if filled == 0 {
         buf = Vec::new();

@@ -25,9 +25,13 @@ pub(crate) fn connect<S, R: ReadSide, W: WriteSide>(
         buffered: stream.received,
         closed: false,
     };
+    let mut sealer = stream.sealer;
+    if let Some(pool) = &options.output.pool {
+        sealer.set_pool(pool.clone());
+    }
     let write = TlsWrite {
         inner: write,
-        sealer: stream.sealer,
+        sealer,
         out: Outgoing::default(),
         covers: 0,
     };

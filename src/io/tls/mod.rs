@@ -1,7 +1,7 @@
 //! TLS over the inline transport, with rustls: records decrypted in place in the reader's pooled
 //! receive block, the plaintext handed to the parser without a copy.
 //!
-//! [`TlsAcceptor::accept`] and [`TlsConnector::connect`] run the handshake (rustls, its `ring`
+//! [`TlsAcceptor::accept`] and [`TlsConnector::connect`] run the handshake (rustls, its default
 //! provider) and give a [`TlsStream`]. [`Framed::new`](crate::frame::Framed::new) and
 //! [`io::tokio::connection`](crate::io::tokio::connection) take a `TlsStream<TcpStream>` as
 //! they take a `TcpStream`:
@@ -13,7 +13,7 @@
 //!   start of a fresh block (records are at most 16 KiB and 2 KiB of overhead). A connection
 //!   waiting for its peer holds no block, as a plain one does (unless a record is half there).
 //! - Sending: each flush seals what the writer staged into records (up to 16 KiB of plaintext
-//!   each: rustls encrypts into a buffer of its own) written with one vectored write.
+//!   each), each encrypted in place in a pooled block, and writes them with one vectored write.
 //! - Ending: the peer's `close_notify` is the end of the stream (`ConnectionEnd::peer_closed`);
 //!   a TCP end without it is an `UnexpectedEof` error (a truncation attack looks like that).
 //!   After the application's last byte the connection sends `close_notify`, then shuts TCP's
@@ -362,7 +362,7 @@ fn seal_slices(sealer: &mut Sealer, bufs: &[IoSlice<'_>], out: &mut Outgoing) ->
 /// Sealed records not written yet.
 #[derive(Default)]
 struct Outgoing {
-    records: Vec<Vec<u8>>,
+    records: Vec<crate::Packet>,
     /// Bytes of the first record written.
     written: usize,
 }

@@ -1,24 +1,27 @@
 //! The TLS record layer once the handshake is done: records opened (authenticated and
-//! decrypted) in place, in the buffer they were received into, and sealed for sending.
+//! decrypted) in place, in the buffer they were received into, and sealed into pooled blocks.
 //!
 //! rustls runs the handshake and keeps the key schedule (`rustls::kernel::KernelConnection`, the
-//! interface it offers for kernel TLS); this layer runs the negotiated suite's AEADs, rustls' own
-//! `MessageDecrypter`/`MessageEncrypter`, on the connection's buffers. The two directions share
-//! the key schedule: a peer's key update is answered by the sending side (RFC 8446 4.6.3).
+//! interface it offers for kernel TLS); this layer runs the record protection of RFC 8446 5.2
+//! and RFC 5288 / RFC 7905 (TLS 1.2's AES-GCM and ChaCha20-Poly1305) with `ring`'s AEADs on the
+//! connection's own buffers, as the kernel does for kernel TLS. Not rustls' record encrypters:
+//! they seal into a vector they allocate per record, and a provider may tie its keys' nonces to a
+//! sequence that starts at 0 (aws-lc-rs' TLS 1.3 sealing keys do), where the keys handed over
+//! after the handshake continue the handshake's sequence. The two directions share the key
+//! schedule: a peer's key update is answered by the sending side (RFC 8446 4.6.3).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use rustls::client::ClientConnectionData;
-use rustls::crypto::cipher::{
-    InboundOpaqueMessage, MessageDecrypter, MessageEncrypter, OutboundChunks, OutboundPlainMessage,
-};
 use rustls::kernel::KernelConnection;
 use rustls::server::ServerConnectionData;
-use rustls::{
-    AlertDescription, ConnectionTrafficSecrets, ContentType, ProtocolVersion, SupportedCipherSuite,
-};
+use rustls::{AlertDescription, ConnectionTrafficSecrets, ProtocolVersion, SupportedCipherSuite};
+
+use crate::packet::Packet;
+use crate::pool::Pool;
 
 /// Bytes of a record's header: content type, version, length.
 pub(crate) const HEADER: usize = 5;
@@ -87,88 +90,113 @@ impl Kernel {
     }
 }
 
+/// Bytes of an AEAD tag (all three AEADs').
+const TAG: usize = 16;
+/// Bytes of TLS 1.2 AES-GCM's explicit nonce, in front of each record's ciphertext.
+const EXPLICIT: usize = 8;
+
+/// One direction's key: the AEAD key and the IV the nonces derive from.
+struct Key {
+    key: LessSafeKey,
+    iv: [u8; aead::NONCE_LEN],
+    /// TLS 1.2 AES-GCM: a 4-byte salt and an explicit nonce per record.
+    explicit: bool,
+}
+
+impl Key {
+    fn new(tls13: bool, secrets: ConnectionTrafficSecrets) -> io::Result<Key> {
+        let (algorithm, key, iv) = match &secrets {
+            ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (&aead::AES_128_GCM, key, iv),
+            ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (&aead::AES_256_GCM, key, iv),
+            ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+                (&aead::CHACHA20_POLY1305, key, iv)
+            }
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the negotiated TLS cipher suite's AEAD is not one the record layer runs",
+                ))
+            }
+        };
+        let unbound = UnboundKey::new(algorithm, key.as_ref()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a TLS traffic key of the wrong length",
+            )
+        })?;
+        let iv: [u8; aead::NONCE_LEN] = iv.as_ref().try_into().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a TLS traffic IV of the wrong length",
+            )
+        })?;
+        Ok(Key {
+            key: LessSafeKey::new(unbound),
+            iv,
+            explicit: !tls13 && !std::ptr::eq(algorithm, &aead::CHACHA20_POLY1305),
+        })
+    }
+
+    /// The nonce of record `seq`: the IV with the sequence number XORed into its last 8 bytes
+    /// (TLS 1.3, TLS 1.2 ChaCha20-Poly1305; for TLS 1.2 AES-GCM the same bytes make the salt and
+    /// the explicit nonce sent, as rustls and OpenSSL send it).
+    fn nonce(&self, seq: u64) -> [u8; aead::NONCE_LEN] {
+        let mut nonce = self.iv;
+        for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
+            *n ^= s;
+        }
+        nonce
+    }
+}
+
+/// TLS 1.2's additional data: sequence number, type, version, plaintext length.
+fn tls12_aad(seq: u64, typ: u8, plain: usize) -> [u8; 13] {
+    let mut aad = [0; 13];
+    aad[..8].copy_from_slice(&seq.to_be_bytes());
+    aad[8] = typ;
+    aad[9..11].copy_from_slice(&[3, 3]);
+    aad[11..].copy_from_slice(&(plain as u16).to_be_bytes());
+    aad
+}
+
 /// What both directions share: the key schedule, and whether the peer asked for new sending
 /// keys.
 pub(crate) struct Keys {
     kernel: Mutex<Kernel>,
-    suite: SupportedCipherSuite,
+    tls13: bool,
     /// The peer's key update asked for ours: the sealer sends one before its next record.
     update_tx: AtomicBool,
 }
 
 impl Keys {
-    /// The two directions of a connection whose handshake is done: `secrets` are
-    /// `(sequence number, secrets)` for sending and receiving.
+    /// The two directions of a connection whose handshake is done: `tx` and `rx` are
+    /// `(sequence number, secrets)` for sending and receiving; sealed records go into blocks of
+    /// `pool`.
     pub(crate) fn split(
         kernel: Kernel,
         tx: (u64, ConnectionTrafficSecrets),
         rx: (u64, ConnectionTrafficSecrets),
-    ) -> (Opener, Sealer) {
-        let suite = kernel.suite();
+        pool: Pool,
+    ) -> io::Result<(Opener, Sealer)> {
+        let tls13 = kernel.suite().version().version == ProtocolVersion::TLSv1_3;
         let keys = Arc::new(Keys {
             kernel: Mutex::new(kernel),
-            suite,
+            tls13,
             update_tx: AtomicBool::new(false),
         });
         let opener = Opener {
-            decrypter: decrypter(suite, rx.1),
+            key: Key::new(tls13, rx.1)?,
             seq: rx.0,
-            tls13: is_tls13(suite),
             keys: keys.clone(),
         };
         let sealer = Sealer {
-            encrypter: encrypter(suite, tx.1),
+            key: Key::new(tls13, tx.1)?,
             seq: tx.0,
-            version: ProtocolVersion::TLSv1_2,
             keys,
+            pool,
             closed: false,
         };
-        (opener, sealer)
-    }
-}
-
-fn is_tls13(suite: SupportedCipherSuite) -> bool {
-    suite.version().version == ProtocolVersion::TLSv1_3
-}
-
-fn decrypter(
-    suite: SupportedCipherSuite,
-    secrets: ConnectionTrafficSecrets,
-) -> Box<dyn MessageDecrypter> {
-    let (key, iv, gcm) = match secrets {
-        ConnectionTrafficSecrets::Aes128Gcm { key, iv }
-        | ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (key, iv, true),
-        ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => (key, iv, false),
-        _ => unreachable!("rustls' ring provider negotiates only AES-GCM and ChaCha20-Poly1305"),
-    };
-    match suite {
-        SupportedCipherSuite::Tls13(suite) => suite.aead_alg.decrypter(key, iv),
-        // TLS 1.2's GCM nonce is a 4-byte salt and the record's explicit 8 bytes.
-        SupportedCipherSuite::Tls12(suite) if gcm => {
-            suite.aead_alg.decrypter(key, &iv.as_ref()[..4])
-        }
-        SupportedCipherSuite::Tls12(suite) => suite.aead_alg.decrypter(key, iv.as_ref()),
-    }
-}
-
-fn encrypter(
-    suite: SupportedCipherSuite,
-    secrets: ConnectionTrafficSecrets,
-) -> Box<dyn MessageEncrypter> {
-    let (key, iv, gcm) = match secrets {
-        ConnectionTrafficSecrets::Aes128Gcm { key, iv }
-        | ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (key, iv, true),
-        ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => (key, iv, false),
-        _ => unreachable!("rustls' ring provider negotiates only AES-GCM and ChaCha20-Poly1305"),
-    };
-    match suite {
-        SupportedCipherSuite::Tls13(suite) => suite.aead_alg.encrypter(key, iv),
-        SupportedCipherSuite::Tls12(suite) if gcm => {
-            suite
-                .aead_alg
-                .encrypter(key, &iv.as_ref()[..4], &iv.as_ref()[4..])
-        }
-        SupportedCipherSuite::Tls12(suite) => suite.aead_alg.encrypter(key, iv.as_ref(), &[]),
+        Ok((opener, sealer))
     }
 }
 
@@ -183,39 +211,74 @@ pub(crate) enum Opened {
     CloseNotify,
 }
 
+const APPLICATION_DATA: u8 = 23;
+const ALERT: u8 = 21;
+const HANDSHAKE: u8 = 22;
+
 /// The receiving direction: opens records in place.
 pub(crate) struct Opener {
-    decrypter: Box<dyn MessageDecrypter>,
+    key: Key,
     seq: u64,
-    tls13: bool,
     keys: Arc<Keys>,
 }
 
 impl Opener {
     /// Open the complete record `record` (header included, [`record_len`] bytes) in place.
     pub(crate) fn open(&mut self, record: &mut [u8]) -> io::Result<Opened> {
-        let typ = ContentType::from(record[0]);
-        let version = ProtocolVersion::from(u16::from_be_bytes([record[1], record[2]]));
-        if self.tls13 && typ != ContentType::ApplicationData {
+        let tls13 = self.keys.tls13;
+        let outer = record[0];
+        if tls13 && outer != APPLICATION_DATA {
             return Err(invalid(format!(
-                "received an unprotected TLS 1.3 record of type {typ:?} after the handshake"
+                "received an unprotected TLS 1.3 record of type {outer} after the handshake"
             )));
         }
-        let base = record.as_ptr() as usize;
         let seq = self.seq;
         self.seq = seq
             .checked_add(1)
             .ok_or_else(|| invalid("TLS record sequence numbers ran out".into()))?;
-        let message = InboundOpaqueMessage::new(typ, version, &mut record[HEADER..]);
-        let plain = self.decrypter.decrypt(message, seq).map_err(tls_error)?;
-        let start = plain.payload.as_ptr() as usize - base;
-        let len = plain.payload.len();
-        if len > MAX_PLAINTEXT {
-            return Err(tls_error(rustls::Error::PeerSentOversizedRecord));
+        let (header, payload) = record.split_at_mut(HEADER);
+        let explicit = if self.key.explicit { EXPLICIT } else { 0 };
+        if payload.len() < explicit + TAG {
+            return Err(bad_record_mac());
         }
-        match plain.typ {
-            ContentType::ApplicationData => Ok(Opened::Data { start, len }),
-            ContentType::Alert => match *plain.payload {
+        let plain_len = payload.len() - explicit - TAG;
+        let mut nonce = self.key.nonce(seq);
+        if explicit > 0 {
+            nonce[4..].copy_from_slice(&payload[..EXPLICIT]);
+        }
+        let nonce = Nonce::assume_unique_for_key(nonce);
+        let sealed = &mut payload[explicit..];
+        let opened = if tls13 {
+            self.key
+                .key
+                .open_in_place(nonce, Aad::from(&*header), sealed)
+        } else {
+            let aad = tls12_aad(seq, outer, plain_len);
+            self.key.key.open_in_place(nonce, Aad::from(aad), sealed)
+        };
+        let mut len = opened.map_err(|_| bad_record_mac())?.len();
+        let start = HEADER + explicit;
+        let typ = if tls13 {
+            // The inner content type is the last non-zero byte; zeros after it are padding.
+            let plain = &record[start..start + len];
+            let Some(at) = plain.iter().rposition(|&b| b != 0) else {
+                return Err(invalid(
+                    "received a TLS 1.3 record with no content type".into(),
+                ));
+            };
+            len = at;
+            plain[at]
+        } else {
+            outer
+        };
+        if len > MAX_PLAINTEXT {
+            return Err(invalid(format!(
+                "received a TLS record of {len} plaintext bytes, over the {MAX_PLAINTEXT}-byte limit"
+            )));
+        }
+        match typ {
+            APPLICATION_DATA => Ok(Opened::Data { start, len }),
+            ALERT => match record[start..start + len] {
                 [_, 0] => Ok(Opened::CloseNotify),
                 // A warning that the peer gives up; its close_notify follows (RFC 8446 6.1).
                 [1, 90] => Ok(Opened::Control),
@@ -230,13 +293,12 @@ impl Opener {
                     "received a malformed TLS alert of {len} bytes"
                 ))),
             },
-            ContentType::Handshake => {
-                let (start, end) = (start, start + len);
-                self.handshake(&record[start..end])?;
+            HANDSHAKE => {
+                self.handshake(&record[start..start + len])?;
                 Ok(Opened::Control)
             }
             other => Err(invalid(format!(
-                "received a TLS record of type {other:?} after the handshake"
+                "received a TLS record of type {other} after the handshake"
             ))),
         }
     }
@@ -245,31 +307,27 @@ impl Opener {
     /// updates; TLS 1.2 renegotiation is refused.
     fn handshake(&mut self, mut messages: &[u8]) -> io::Result<()> {
         while !messages.is_empty() {
+            let fragmented = || {
+                invalid("received a fragmented TLS handshake message after the handshake".into())
+            };
             let [typ, a, b, c, ref rest @ ..] = *messages else {
-                return Err(invalid(
-                    "received a fragmented TLS handshake message after the handshake".into(),
-                ));
+                return Err(fragmented());
             };
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
             if rest.len() < len {
-                return Err(invalid(
-                    "received a fragmented TLS handshake message after the handshake".into(),
-                ));
+                return Err(fragmented());
             }
             let (body, after) = rest.split_at(len);
-            match (typ, self.tls13) {
+            match (typ, self.keys.tls13) {
                 // NewSessionTicket, for a client to resume with.
-                (4, true) => {
-                    let mut kernel = lock(&self.keys.kernel);
-                    match &mut *kernel {
-                        Kernel::Client(kernel) => {
-                            kernel.handle_new_session_ticket(body).map_err(tls_error)?
-                        }
-                        Kernel::Server(_) => {
-                            return Err(invalid("a TLS client sent a session ticket".into()))
-                        }
+                (4, true) => match &mut *lock(&self.keys.kernel) {
+                    Kernel::Client(kernel) => {
+                        kernel.handle_new_session_ticket(body).map_err(tls_error)?
                     }
-                }
+                    Kernel::Server(_) => {
+                        return Err(invalid("a TLS client sent a session ticket".into()))
+                    }
+                },
                 // KeyUpdate: new receiving keys from here on; ours too if asked.
                 (24, true) => {
                     let requested = match body {
@@ -283,7 +341,7 @@ impl Opener {
                         ));
                     }
                     let (seq, secrets) = lock(&self.keys.kernel).update_rx().map_err(tls_error)?;
-                    self.decrypter = decrypter(self.keys.suite, secrets);
+                    self.key = Key::new(true, secrets)?;
                     self.seq = seq;
                     if requested {
                         self.keys.update_tx.store(true, Ordering::Release);
@@ -301,17 +359,20 @@ impl Opener {
     }
 }
 
+fn bad_record_mac() -> io::Error {
+    invalid("a received TLS record failed authentication (bad record MAC)".into())
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The sending direction: seals plaintext into records.
+/// The sending direction: seals plaintext into records, each in a pooled block.
 pub(crate) struct Sealer {
-    encrypter: Box<dyn MessageEncrypter>,
+    key: Key,
     seq: u64,
-    /// The record header's version: TLS 1.2's for both versions (RFC 8446 5.1).
-    version: ProtocolVersion,
     keys: Arc<Keys>,
+    pool: Pool,
     /// `close_notify` was sealed: nothing more is.
     closed: bool,
 }
@@ -322,39 +383,39 @@ impl Sealer {
     pub(crate) fn seal_data(
         &mut self,
         plaintext: &[&[u8]],
-        out: &mut Vec<Vec<u8>>,
+        out: &mut Vec<Packet>,
     ) -> io::Result<()> {
         if self.keys.update_tx.load(Ordering::Acquire) {
             self.update_keys(out)?;
         }
-        self.seal(ContentType::ApplicationData, plaintext, out)
+        self.seal(APPLICATION_DATA, plaintext, out)
     }
 
     /// Seal a `close_notify` alert (once).
-    pub(crate) fn seal_close_notify(&mut self, out: &mut Vec<Vec<u8>>) -> io::Result<()> {
+    pub(crate) fn seal_close_notify(&mut self, out: &mut Vec<Packet>) -> io::Result<()> {
         if !self.closed {
-            self.seal(ContentType::Alert, &[&[1, 0]], out)?;
+            self.seal(ALERT, &[&[1, 0]], out)?;
             self.closed = true;
         }
         Ok(())
     }
 
-    fn update_keys(&mut self, out: &mut Vec<Vec<u8>>) -> io::Result<()> {
+    /// Seal into blocks of `pool` from here on.
+    pub(crate) fn set_pool(&mut self, pool: Pool) {
+        self.pool = pool;
+    }
+
+    fn update_keys(&mut self, out: &mut Vec<Packet>) -> io::Result<()> {
         // KeyUpdate, update_not_requested, under the old keys; the new ones from here on.
-        self.seal(ContentType::Handshake, &[&[24, 0, 0, 1, 0]], out)?;
+        self.seal(HANDSHAKE, &[&[24, 0, 0, 1, 0]], out)?;
         let (seq, secrets) = lock(&self.keys.kernel).update_tx().map_err(tls_error)?;
-        self.encrypter = encrypter(self.keys.suite, secrets);
+        self.key = Key::new(true, secrets)?;
         self.seq = seq;
         self.keys.update_tx.store(false, Ordering::Release);
         Ok(())
     }
 
-    fn seal(
-        &mut self,
-        typ: ContentType,
-        plaintext: &[&[u8]],
-        out: &mut Vec<Vec<u8>>,
-    ) -> io::Result<()> {
+    fn seal(&mut self, typ: u8, plaintext: &[&[u8]], out: &mut Vec<Packet>) -> io::Result<()> {
         if self.closed {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
@@ -365,13 +426,46 @@ impl Sealer {
         self.seq = seq
             .checked_add(1)
             .ok_or_else(|| invalid("TLS record sequence numbers ran out".into()))?;
-        let message = OutboundPlainMessage {
-            typ,
-            version: self.version,
-            payload: OutboundChunks::new(plaintext),
+        let tls13 = self.keys.tls13;
+        let plain: usize = plaintext.iter().map(|p| p.len()).sum();
+        let explicit = if self.key.explicit { EXPLICIT } else { 0 };
+        let inner = usize::from(tls13);
+        let payload = explicit + plain + inner + TAG;
+        let mut buf = self
+            .pool
+            .rent(HEADER + payload)
+            .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e))?;
+        let nonce = self.key.nonce(seq);
+        let record = &mut buf.spare_mut()[..HEADER + payload];
+        let outer = if tls13 { APPLICATION_DATA } else { typ };
+        record[..HEADER].copy_from_slice(&[outer, 3, 3, (payload >> 8) as u8, payload as u8]);
+        let (header, body) = record.split_at_mut(HEADER);
+        body[..explicit].copy_from_slice(&nonce[4..4 + explicit]);
+        let mut at = explicit;
+        for piece in plaintext {
+            body[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        if tls13 {
+            body[at] = typ;
+        }
+        let (sealed, tag) = body[explicit..].split_at_mut(plain + inner);
+        let nonce = Nonce::assume_unique_for_key(nonce);
+        let result = if tls13 {
+            self.key
+                .key
+                .seal_in_place_separate_tag(nonce, Aad::from(&*header), sealed)
+        } else {
+            let aad = tls12_aad(seq, typ, plain);
+            self.key
+                .key
+                .seal_in_place_separate_tag(nonce, Aad::from(aad), sealed)
         };
-        let sealed = self.encrypter.encrypt(message, seq).map_err(tls_error)?;
-        out.push(sealed.encode());
+        let computed = result.map_err(|_| invalid("a TLS record could not be sealed".into()))?;
+        tag.copy_from_slice(computed.as_ref());
+        buf.commit(HEADER + payload)
+            .map_err(|e| io::Error::new(io::ErrorKind::Other, e))?;
+        out.push(buf.freeze());
         Ok(())
     }
 }
