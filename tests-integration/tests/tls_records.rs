@@ -1,0 +1,260 @@
+//! TLS records through the inline transport, against rustls' own client (its record layer, not
+//! the library's): every cipher suite of both versions, frames from one byte to several records
+//! long (records spanning receive blocks, frames spanning records), the library's own client,
+//! and how each end of a connection is reported.
+#![cfg(feature = "tls")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use packetpipe::frame::{FrameWriter, Framed, Frames, Lines};
+use packetpipe::io::tls::rustls::crypto::ring as provider;
+use packetpipe::io::tls::rustls::pki_types::{
+    CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName,
+};
+use packetpipe::io::tls::{rustls, TlsAcceptor, TlsConnector};
+use packetpipe::io::{ConnectionEnd, ConnectionError};
+
+fn certificate() -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let key = PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der());
+    (cert.cert.der().clone(), key.into())
+}
+
+fn acceptor(cert: &CertificateDer<'static>, key: PrivateKeyDer<'static>) -> TlsAcceptor {
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    TlsAcceptor::from(Arc::new(config))
+}
+
+fn client_config(
+    cert: &CertificateDer<'static>,
+    suite: Option<rustls::SupportedCipherSuite>,
+) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone()).unwrap();
+    #[allow(deprecated)] // the ring provider's suites, listed to pick one
+    let mut provider = provider::default_provider();
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match suite {
+        Some(suite) => {
+            provider.cipher_suites = vec![suite];
+            vec![suite.version()]
+        }
+        None => rustls::ALL_VERSIONS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+/// A line echo server for one connection on its own thread: how many lines it echoed and how
+/// its connection ended.
+fn echo_server(
+    acceptor: TlsAcceptor,
+) -> (
+    std::net::SocketAddr,
+    thread::JoinHandle<(usize, Result<ConnectionEnd, ConnectionError>)>,
+) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            let (app, connection) = packetpipe::io::tokio::connection(tls);
+            let connection = tokio::spawn(connection);
+            let mut lines = Frames::new(app.reader, Lines::new());
+            let mut out = FrameWriter::new(app.writer, Lines::new());
+            let mut n = 0;
+            while let Some(line) = lines.next().await {
+                let Ok(line) = line else { break };
+                if out.send(line).await.is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            let _ = out.close().await;
+            (n, connection.await.unwrap())
+        })
+    });
+    (addr, server)
+}
+
+fn connect(addr: std::net::SocketAddr, config: Arc<rustls::ClientConfig>) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    let conn = rustls::ClientConnection::new(config, "localhost".try_into().unwrap()).unwrap();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    rustls::StreamOwned::new(conn, tcp)
+}
+
+/// Lines of every length from 0 to a few records, with a marker per line.
+fn lines() -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, len) in [0, 1, 2, 15, 16, 17, 100, 4000, 4096, 5000, 16_383, 16_384, 16_385, 40_000]
+        .into_iter()
+        .enumerate()
+    {
+        let fill: String = (0..len).map(|j| char::from(b'a' + ((i + j) % 26) as u8)).collect();
+        lines.push(format!("{i}:{fill}"));
+    }
+    lines
+}
+
+/// Echo every line of [`lines`] through a rustls client, written one by one and then all at
+/// once, and close with close_notify: the server's end is the peer's clean close.
+fn echo_with(config: Arc<rustls::ClientConfig>) {
+    let (cert, key) = cert();
+    let (addr, server) = echo_server(acceptor(&cert, key));
+    let mut tls = connect(addr, config);
+    let lines = lines();
+    let mut reader_lines = 0;
+    for line in &lines {
+        writeln!(tls, "{line}").unwrap();
+        tls.flush().unwrap();
+        let mut echoed = String::new();
+        BufReader::new(&mut tls).read_line(&mut echoed).unwrap();
+        assert_eq!(echoed.trim_end_matches('\n'), line);
+        reader_lines += 1;
+    }
+    let all: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    tls.write_all(all.as_bytes()).unwrap();
+    tls.flush().unwrap();
+    let mut echoed = vec![0; all.len()];
+    tls.read_exact(&mut echoed).unwrap();
+    assert!(echoed == all.as_bytes(), "the burst came back changed");
+    tls.conn.send_close_notify();
+    tls.flush().unwrap();
+    let mut rest = Vec::new();
+    tls.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "bytes after the echo: {}", rest.len());
+    let (echoed_lines, end) = server.join().unwrap();
+    assert_eq!(echoed_lines, reader_lines + lines.len());
+    let end = end.expect("a clean end");
+    assert!(end.peer_closed, "{end:?}");
+    assert!(end.sent >= 2 * all.len() as u64, "{end:?}");
+}
+
+/// One certificate for the whole file (made once: key generation is the slow part).
+fn cert() -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+    static CERT: std::sync::OnceLock<(CertificateDer<'static>, PrivateKeyDer<'static>)> =
+        std::sync::OnceLock::new();
+    let (cert, key) = CERT.get_or_init(certificate);
+    (cert.clone(), key.clone_key())
+}
+
+#[test]
+fn every_cipher_suite_of_both_versions_echoes_frames_of_every_size() {
+    #[allow(deprecated)]
+    let suites = provider::default_provider().cipher_suites;
+    let cert = cert().0;
+    let mut versions = std::collections::BTreeSet::new();
+    for suite in suites {
+        // The certificate is ECDSA: TLS 1.2's RSA suites cannot be negotiated with it.
+        if format!("{:?}", suite.suite()).contains("_RSA_") {
+            continue;
+        }
+        versions.insert(format!("{:?}", suite.version().version));
+        echo_with(client_config(&cert, Some(suite)));
+    }
+    assert_eq!(versions.len(), 2, "{versions:?}");
+}
+
+#[test]
+fn a_tcp_end_without_close_notify_is_an_unexpected_eof_at_its_position() {
+    let (cert, key) = cert();
+    let (addr, server) = echo_server(acceptor(&cert, key));
+    let mut tls = connect(addr, client_config(&cert, None));
+    writeln!(tls, "one").unwrap();
+    tls.flush().unwrap();
+    let mut echoed = String::new();
+    BufReader::new(&mut tls).read_line(&mut echoed).unwrap();
+    assert_eq!(echoed, "one\n");
+    tls.sock.shutdown(std::net::Shutdown::Write).unwrap();
+    let (lines, end) = server.join().unwrap();
+    assert_eq!(lines, 1);
+    let error = end.expect_err("a TCP end without close_notify");
+    assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof, "{error}");
+    assert!(error.position() > 0, "{error}");
+}
+
+#[test]
+fn the_librarys_client_and_server_talk_both_ways_and_close_cleanly() {
+    let (cert, key) = cert();
+    let (addr, server) = echo_server(acceptor(&cert, key));
+    let connector = TlsConnector::from(client_config(&cert, None));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let end = runtime.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let tls = connector.connect(name, tcp).await.unwrap();
+        assert_eq!(tls.protocol_version(), rustls::ProtocolVersion::TLSv1_3);
+        let (app, connection) = packetpipe::io::tokio::connection(tls);
+        let connection = tokio::spawn(connection);
+        let mut lines = Frames::new(app.reader, Lines::new());
+        let mut out = FrameWriter::new(app.writer, Lines::new());
+        for i in 0..1000 {
+            out.feed(format!("line {i}")).unwrap();
+        }
+        out.flush().await.unwrap();
+        for i in 0..1000 {
+            assert_eq!(&*lines.next().await.unwrap().unwrap(), format!("line {i}"));
+        }
+        out.close().await.unwrap();
+        assert!(lines.next().await.is_none(), "the server's close_notify ends the stream");
+        connection.await.unwrap()
+    });
+    let end = end.expect("the client's clean end");
+    assert!(end.peer_closed, "{end:?}");
+    let (lines, server_end) = server.join().unwrap();
+    assert_eq!(lines, 1000);
+    assert!(server_end.expect("the server's clean end").peer_closed);
+}
+
+#[test]
+fn a_framed_takes_a_tls_stream_as_it_takes_a_tcp_stream() {
+    let (cert, key) = cert();
+    let acceptor = acceptor(&cert, key);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            let (mut out, mut lines) = Framed::new(tls, Lines::new()).split();
+            while let Some(line) = lines.next().await {
+                out.send(line.unwrap().to_uppercase()).await.unwrap();
+            }
+            out.close().await.unwrap();
+        })
+    });
+    let mut tls = connect(addr, client_config(&cert, None));
+    tls.write_all(b"hello\nworld\n").unwrap();
+    tls.conn.send_close_notify();
+    tls.flush().unwrap();
+    let mut echoed = String::new();
+    tls.read_to_string(&mut echoed).unwrap();
+    assert_eq!(echoed, "HELLO\nWORLD\n");
+    server.join().unwrap();
+}
