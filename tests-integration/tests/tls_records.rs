@@ -93,7 +93,10 @@ fn echo_server(
     (addr, server)
 }
 
-fn connect(addr: std::net::SocketAddr, config: Arc<rustls::ClientConfig>) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+fn connect(
+    addr: std::net::SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
     let conn = rustls::ClientConnection::new(config, "localhost".try_into().unwrap()).unwrap();
     let tcp = std::net::TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -103,11 +106,15 @@ fn connect(addr: std::net::SocketAddr, config: Arc<rustls::ClientConfig>) -> rus
 /// Lines of every length from 0 to a few records, with a marker per line.
 fn lines() -> Vec<String> {
     let mut lines = Vec::new();
-    for (i, len) in [0, 1, 2, 15, 16, 17, 100, 4000, 4096, 5000, 16_383, 16_384, 16_385, 40_000]
-        .into_iter()
-        .enumerate()
+    for (i, len) in [
+        0, 1, 2, 15, 16, 17, 100, 4000, 4096, 5000, 16_383, 16_384, 16_385, 40_000,
+    ]
+    .into_iter()
+    .enumerate()
     {
-        let fill: String = (0..len).map(|j| char::from(b'a' + ((i + j) % 26) as u8)).collect();
+        let fill: String = (0..len)
+            .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
+            .collect();
         lines.push(format!("{i}:{fill}"));
     }
     lines
@@ -216,7 +223,10 @@ fn the_librarys_client_and_server_talk_both_ways_and_close_cleanly() {
             assert_eq!(&*lines.next().await.unwrap().unwrap(), format!("line {i}"));
         }
         out.close().await.unwrap();
-        assert!(lines.next().await.is_none(), "the server's close_notify ends the stream");
+        assert!(
+            lines.next().await.is_none(),
+            "the server's close_notify ends the stream"
+        );
         connection.await.unwrap()
     });
     let end = end.expect("the client's clean end");

@@ -72,7 +72,7 @@ impl TlsRecords {
                 return Ok(Received::Closed);
             }
             let pending = into.pending_mut();
-            let len = match record_len(pending)? {
+            let len = match self.opener.record_len(pending)? {
                 Some(len) if len <= pending.len() => len,
                 _ => break,
             };

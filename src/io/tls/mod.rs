@@ -77,7 +77,7 @@ use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ProtocolVersion, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use records::{record_len, Opened, Opener, Sealer, MAX_PLAINTEXT};
+use records::{Opened, Opener, Sealer, MAX_PLAINTEXT};
 
 /// Accepts TLS connections with one rustls server configuration (cheap to clone).
 #[derive(Clone)]
@@ -261,7 +261,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for TlsStream<S> {
                 this.received.drain(..this.opened);
                 this.opened = 0;
             }
-            if let Some(len) = record_len(&this.received)? {
+            if let Some(len) = this.opener.record_len(&this.received)? {
                 if len <= this.received.len() {
                     match this.opener.open(&mut this.received[..len])? {
                         Opened::Data { start, len } => this.plain = start..start + len,

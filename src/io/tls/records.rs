@@ -11,7 +11,7 @@
 //! schedule: a peer's key update is answered by the sending side (RFC 8446 4.6.3).
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
@@ -166,6 +166,9 @@ pub(crate) struct Keys {
     tls13: bool,
     /// The peer's key update asked for ours: the sealer sends one before its next record.
     update_tx: AtomicBool,
+    /// The alert (description) the receiving side failed with, 0 if none: the sending side
+    /// sends it instead of `close_notify` (RFC 8446 6.2).
+    failed: AtomicU8,
 }
 
 impl Keys {
@@ -183,6 +186,7 @@ impl Keys {
             kernel: Mutex::new(kernel),
             tls13,
             update_tx: AtomicBool::new(false),
+            failed: AtomicU8::new(0),
         });
         let opener = Opener {
             key: Key::new(tls13, rx.1)?,
@@ -212,6 +216,10 @@ pub(crate) enum Opened {
 }
 
 const APPLICATION_DATA: u8 = 23;
+/// Alert descriptions sent when a received record is refused (RFC 8446 6.2).
+const UNEXPECTED_MESSAGE: u8 = 10;
+const BAD_RECORD_MAC: u8 = 20;
+const DECODE_ERROR: u8 = 50;
 const ALERT: u8 = 21;
 const HANDSHAKE: u8 = 22;
 
@@ -223,8 +231,38 @@ pub(crate) struct Opener {
 }
 
 impl Opener {
-    /// Open the complete record `record` (header included, [`record_len`] bytes) in place.
+    /// The length of the record at the front of `bytes` ([`record_len`]), noting the alert to
+    /// send the peer if its header is not a record's.
+    pub(crate) fn record_len(&self, bytes: &[u8]) -> io::Result<Option<usize>> {
+        record_len(bytes).map_err(|e| {
+            self.fail_with(DECODE_ERROR);
+            e
+        })
+    }
+
+    /// Open the complete record `record` (header included, [`record_len`] bytes) in place: the
+    /// plaintext, or the error to end the connection with (after which the sending side sends
+    /// the peer the matching alert, unless the error is the peer's own alert).
     pub(crate) fn open(&mut self, record: &mut [u8]) -> io::Result<Opened> {
+        let opened = self.open_record(record);
+        if let Err(e) = &opened {
+            match e.kind() {
+                io::ErrorKind::ConnectionAborted => {}
+                _ if e.to_string().contains("bad record MAC") => self.fail_with(BAD_RECORD_MAC),
+                _ => self.fail_with(UNEXPECTED_MESSAGE),
+            }
+        }
+        opened
+    }
+
+    fn fail_with(&self, alert: u8) {
+        let _ = self
+            .keys
+            .failed
+            .compare_exchange(0, alert, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    fn open_record(&mut self, record: &mut [u8]) -> io::Result<Opened> {
         let tls13 = self.keys.tls13;
         let outer = record[0];
         if tls13 && outer != APPLICATION_DATA {
@@ -391,10 +429,14 @@ impl Sealer {
         self.seal(APPLICATION_DATA, plaintext, out)
     }
 
-    /// Seal a `close_notify` alert (once).
+    /// Seal the last record (once): `close_notify`, or the fatal alert the receiving side
+    /// failed with.
     pub(crate) fn seal_close_notify(&mut self, out: &mut Vec<Packet>) -> io::Result<()> {
         if !self.closed {
-            self.seal(ALERT, &[&[1, 0]], out)?;
+            match self.keys.failed.load(Ordering::Acquire) {
+                0 => self.seal(ALERT, &[&[1, 0]], out)?,
+                alert => self.seal(ALERT, &[&[2, alert]], out)?,
+            }
             self.closed = true;
         }
         Ok(())
@@ -464,7 +506,7 @@ impl Sealer {
         let computed = result.map_err(|_| invalid("a TLS record could not be sealed".into()))?;
         tag.copy_from_slice(computed.as_ref());
         buf.commit(HEADER + payload)
-            .map_err(|e| io::Error::new(io::ErrorKind::Other, e))?;
+            .map_err(io::Error::other)?;
         out.push(buf.freeze());
         Ok(())
     }
