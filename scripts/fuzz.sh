@@ -23,6 +23,11 @@
 # - resp_parser: the RESP example's request parser (examples/resp/, included by path) on arbitrary
 #   bytes, whole and cut at random points, through the packetpipe decoder and the tokio-util codec:
 #   the same commands and the same fatal errors (fuzz/src/resp_parser.rs). About 4,000 runs/s.
+# - tls_server: the TLS server side over a Unix socket pair (the in-place path): arbitrary bytes
+#   as the client's handshake, arbitrary bytes in place of records after a real handshake (the
+#   connection ends with an error, never cleanly, never a panic or hang), and plaintext sent in
+#   records of sizes the input picks (read back exactly, then the clean end)
+#   (fuzz/src/tls_server.rs). A handshake per input: a few hundred runs/s.
 #
 # The committed corpus (fuzz/corpus/<target>/) is only read: new inputs libFuzzer finds go to a
 # scratch copy under target/fuzz-work/, so a run never dirties the tree. A crash (a failed check or

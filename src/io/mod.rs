@@ -23,11 +23,17 @@
 //! turn submits every connection's sends in one system call; each connection's application gets
 //! a [`DuplexPipe`] as with the other transports.
 //!
+//! With feature `tls`, [`tls::TlsAcceptor`] and [`tls::TlsConnector`] give a [`tls::TlsStream`]
+//! that `tokio::connection` and `Framed::new` take as they take a `TcpStream`: its records are
+//! decrypted in place in the reader's pooled block (the [`tls`] module docs).
+//!
 //! Layout: `transport.rs` is the inline transport's core, generic over two small traits (a read
 //! half and a write half); `tokio.rs`, `futures.rs` and `blocking.rs` each implement them for
 //! their flavor's streams; `pumped.rs` is the pumped transport over the pumps in `fill.rs` and
 //! `drain.rs`;
-//! `connection.rs` holds the types the application sees; `uring/` is the io_uring driver (its own
+//! `connection.rs` holds the types the application sees; `tls/` is TLS as a layer of the inline
+//! transport (records opened in the reader's block, sealed into pooled blocks); `uring/` is the
+//! io_uring driver (its own
 //! event loop rather than a flavor of the inline transport: the kernel, not the application's
 //! read, fills the input pipe).
 //!

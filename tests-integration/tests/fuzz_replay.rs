@@ -8,7 +8,7 @@
 //!
 //! The checking code is the fuzz targets' own, included by path: the pipe's reference model of the
 //! test kit (`tests/kit/pipe_model/`, with its input decoder for `pipe_ops`),
-//! `fuzz/src/frame_decoders.rs` and `fuzz/src/resp_parser.rs`: one decoder and one checker per
+//! `fuzz/src/frame_decoders.rs`, `fuzz/src/resp_parser.rs` and `fuzz/src/tls_server.rs`: one decoder and one checker per
 //! target, several drivers, and nothing added to the library's API.
 
 use std::path::{Path, PathBuf};
@@ -23,6 +23,10 @@ mod frame_decoders;
 #[cfg(feature = "tokio")]
 #[path = "../../fuzz/src/resp_parser.rs"]
 mod resp_parser;
+
+#[cfg(feature = "tls")]
+#[path = "../../fuzz/src/tls_server.rs"]
+mod tls_server;
 
 /// Every input file of `target` in the corpus and regression directories.
 fn inputs(target: &str) -> Vec<PathBuf> {
@@ -139,6 +143,33 @@ fn resp_parser_random_inputs_pass() {
             &format!("random seed {seed}"),
             &random_input(seed ^ 0x5E59),
             resp_parser::run,
+        );
+    }
+}
+
+#[test]
+#[cfg(feature = "tls")]
+fn tls_server_corpus_and_regressions_pass() {
+    let files = inputs("tls_server");
+    assert!(
+        !files.is_empty(),
+        "no committed inputs found under fuzz/corpus/tls_server"
+    );
+    for path in files {
+        let data = std::fs::read(&path).expect("read input");
+        replay(&path.display().to_string(), &data, tls_server::run);
+    }
+}
+
+#[test]
+#[cfg(feature = "tls")]
+fn tls_server_random_inputs_pass() {
+    // A handshake per input: fewer than the other targets' (each costs a few milliseconds).
+    for seed in 0..(random_inputs() / 10).max(3) as u64 {
+        replay(
+            &format!("random seed {seed}"),
+            &random_input(seed ^ 0x7157),
+            tls_server::run,
         );
     }
 }
