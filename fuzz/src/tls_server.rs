@@ -51,7 +51,11 @@ async fn serve(tls: packetpipe::io::tls::TlsStream<UnixStream>) -> (Vec<u8>, boo
         (plain, result.is_ok())
     };
     let ((plain, clean), end) = tokio::join!(read, connection);
-    assert_eq!(clean, end.is_ok(), "the reader and the connection disagree: {end:?}");
+    assert_eq!(
+        clean,
+        end.is_ok(),
+        "the reader and the connection disagree: {end:?}"
+    );
     (plain, clean)
 }
 
@@ -127,7 +131,10 @@ pub fn run(data: &[u8]) {
                 };
                 let (_, (plain, clean)) = tokio::join!(send, serve(server));
                 assert!(clean, "records of plaintext did not end cleanly");
-                assert!(plain == rest, "the plaintext read is not the plaintext sent");
+                assert!(
+                    plain == rest,
+                    "the plaintext read is not the plaintext sent"
+                );
             }
         }
     });

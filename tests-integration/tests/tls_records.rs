@@ -4,6 +4,8 @@
 //! and how each end of a connection is reported.
 #![cfg(feature = "tls")]
 
+mod kit;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
 use std::thread;
@@ -16,6 +18,9 @@ use packetpipe::io::tls::rustls::pki_types::{
 };
 use packetpipe::io::tls::{rustls, TlsAcceptor, TlsConnector};
 use packetpipe::io::{ConnectionEnd, ConnectionError};
+
+#[global_allocator]
+static GLOBAL: kit::counting_alloc::CountingAlloc = kit::counting_alloc::CountingAlloc;
 
 fn certificate() -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
@@ -267,4 +272,62 @@ fn a_framed_takes_a_tls_stream_as_it_takes_a_tcp_stream() {
     tls.read_to_string(&mut echoed).unwrap();
     assert_eq!(echoed, "HELLO\nWORLD\n");
     server.join().unwrap();
+}
+
+#[test]
+fn an_echo_in_steady_state_allocates_nothing_on_either_side() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (cert, key) = cert();
+    let acceptor = acceptor(&cert, key);
+    let connector = TlsConnector::from(client_config(&cert, None));
+    let line = format!("{}\n", "x".repeat(63));
+    let burst = line.repeat(16);
+    let large = format!("{}\n", "y".repeat(100_000));
+    // Server and client on this thread, on one current-thread runtime: this thread's
+    // allocations are all of both.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            let (mut out, mut lines) = Framed::new(tls, Lines::with_max_length(200_000)).split();
+            out.forward(&mut lines).await.unwrap();
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.set_nodelay(true).unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut tls = connector.connect(name, tcp).await.unwrap();
+        let mut received = vec![0; large.len()];
+        let mut results = Vec::new();
+        for (name, batch, rounds) in [
+            ("one 64-byte line at a time", &line, 2000),
+            ("16 lines per write", &burst, 500),
+            ("a 100 KB line", &large, 50),
+        ] {
+            for _ in 0..rounds / 2 {
+                tls.write_all(batch.as_bytes()).await.unwrap();
+                tls.read_exact(&mut received[..batch.len()]).await.unwrap();
+            }
+            let before = kit::counting_alloc::allocations();
+            for _ in 0..rounds {
+                tls.write_all(batch.as_bytes()).await.unwrap();
+                tls.read_exact(&mut received[..batch.len()]).await.unwrap();
+                assert!(&received[..batch.len()] == batch.as_bytes());
+            }
+            let allocations = kit::counting_alloc::allocations() - before;
+            println!("{name}: {allocations} allocations in {rounds} rounds");
+            results.push((name, allocations));
+        }
+        tls.shutdown().await.unwrap();
+        server.await.unwrap();
+        results
+    });
+    for (name, allocations) in results {
+        assert_eq!(allocations, 0, "{name}: allocations in steady state");
+    }
 }

@@ -505,8 +505,7 @@ impl Sealer {
         };
         let computed = result.map_err(|_| invalid("a TLS record could not be sealed".into()))?;
         tag.copy_from_slice(computed.as_ref());
-        buf.commit(HEADER + payload)
-            .map_err(io::Error::other)?;
+        buf.commit(HEADER + payload).map_err(io::Error::other)?;
         out.push(buf.freeze());
         Ok(())
     }
