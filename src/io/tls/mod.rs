@@ -31,34 +31,34 @@
 //! peers that stall it, as with any TLS acceptor.
 //!
 //! ```no_run
-//! # fn main() -> std::io::Result<()> {
 //! use std::sync::Arc;
-//! use packetpipe::frame::{Framed, LinesCodec};
+//! use packetpipe::frame::{Framed, Lines};
 //! use packetpipe::io::tls::{rustls, TlsAcceptor};
 //!
-//! # let (certs, key): (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>) = unimplemented!();
+//! # fn main() -> std::io::Result<()> {
+//! # let certs: Vec<rustls::pki_types::CertificateDer<'static>> = Vec::new();
+//! # let key: rustls::pki_types::PrivateKeyDer<'static> = unimplemented!();
 //! let config = rustls::ServerConfig::builder()
 //!     .with_no_client_auth()
 //!     .with_single_cert(certs, key)
 //!     .map_err(std::io::Error::other)?;
 //! let acceptor = TlsAcceptor::from(Arc::new(config));
-//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-//! runtime.block_on(async {
-//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//!     loop {
-//!         let (tcp, _) = listener.accept().await?;
-//!         let acceptor = acceptor.clone();
-//!         tokio::spawn(async move {
-//!             let tls = acceptor.accept(tcp).await?;
-//!             let mut lines = Framed::new(tls, LinesCodec::new());
-//!             while let Some(line) = lines.next().await {
-//!                 let line = line.map_err(std::io::Error::other)?;
-//!                 lines.send(line).await.map_err(std::io::Error::other)?;
-//!             }
-//!             lines.close().await.map_err(std::io::Error::other)
-//!         });
-//!     }
-//! })
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8443").await?;
+//! loop {
+//!     let (tcp, _) = listener.accept().await?;
+//!     let acceptor = acceptor.clone();
+//!     tokio::spawn(async move {
+//!         let tls = acceptor.accept(tcp).await?;
+//!         let (mut out, mut lines) = Framed::new(tls, Lines::new()).split();
+//!         while let Some(line) = lines.next().await {
+//!             out.send(line?.to_uppercase()).await?;
+//!         }
+//!         out.close().await?; // close_notify, then TCP's end
+//!         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+//!     });
+//! }
+//! # })
 //! # }
 //! ```
 
