@@ -305,9 +305,10 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     pub fn start(flavor: Flavor, config: Config) -> ServerHandle {
-        ServerHandle::start_with(format!("{flavor:?} server"), move |listener, stats, stop| {
-            run(flavor, listener, config, stats, stop)
-        })
+        ServerHandle::start_with(
+            format!("{flavor:?} server"),
+            move |listener, stats, stop| run(flavor, listener, config, stats, stop),
+        )
     }
 
     /// The TLS server (packetpipe's pipes) with `acceptor`.
