@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --features tokio --example http_server -- [ADDR] [--transport epoll|uring]
-//!     [--max-head BYTES] [--max-body BYTES]
+//!     [--max-head BYTES] [--max-body BYTES] [--tls CERT KEY]
 //! ```
 //!
 //! Listens on ADDR (default `127.0.0.1:8080`), prints `listening on ADDR` once it accepts, and
@@ -25,10 +25,16 @@
 //!   server shuts down its side and reads what the client still sends for up to a second, so
 //!   the client gets the response instead of a reset.
 //!
+//! With `--tls CERT KEY` (feature `tls`; PEM files: the certificate chain, then its private key)
+//! every connection is TLS (rustls, ALPN `http/1.1`), on the epoll transport only: a client has
+//! 10 s to complete the handshake, and is then served as on a plain connection.
+//!
 //! ```text
 //! $ curl -i http://127.0.0.1:8080/
 //! $ curl --data-binary @file http://127.0.0.1:8080/echo
 //! $ wrk -t1 -c64 -d10s http://127.0.0.1:8080/
+//! $ cargo run --release --features tls --example http_server -- --tls cert.pem key.pem
+//! $ curl --cacert cert.pem https://localhost:8080/
 //! ```
 //!
 //! How it is built: `Framed::new(socket, Http)` makes the socket an inline connection (reading a
@@ -615,10 +621,70 @@ pub async fn drain(requests: Frames<Http>) -> Result<(), FrameError> {
 /// Serve one TCP connection on the inline transport.
 pub async fn serve_tcp(socket: tokio::net::TcpStream, limits: Limits) {
     let _ = socket.set_nodelay(true);
-    let (mut out, mut requests) = packetpipe::frame::Framed::new(socket, Http::new(limits)).split();
+    serve_stream(socket, limits).await;
+}
+
+/// Serve one connection over any tokio stream (a `TcpStream`, or a `TlsStream` over one) on the
+/// inline transport.
+pub async fn serve_stream<S>(stream: S, limits: Limits)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let (mut out, mut requests) = packetpipe::frame::Framed::new(stream, Http::new(limits)).split();
     match serve(&mut out, &mut requests).await {
         Ok(()) => drop(tokio::time::timeout(Duration::from_secs(1), drain(requests)).await),
         Err(e) => eprintln!("connection ended with {e}"),
+    }
+}
+
+/// How long a client has to complete the TLS handshake: one that stalls it is dropped, so it
+/// holds a socket and a task for no longer than this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS server configuration of the PEM certificate chain in `cert` and the PEM private key
+/// in `key`, offering `http/1.1` by ALPN.
+#[cfg(feature = "tls")]
+pub fn load_tls(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> std::io::Result<packetpipe::io::tls::TlsAcceptor> {
+    use packetpipe::io::tls::rustls;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |what: &std::path::Path, e: &dyn std::fmt::Display| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", what.display()),
+        )
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| invalid(cert, &e))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| invalid(key, &e))?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| invalid(cert, &e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(packetpipe::io::tls::TlsAcceptor::from(std::sync::Arc::new(
+        config,
+    )))
+}
+
+/// Serve one TCP connection over TLS: the handshake (within [`HANDSHAKE_TIMEOUT`]), then the
+/// requests as on a plain connection. A failed or stalled handshake closes the connection.
+#[cfg(feature = "tls")]
+pub async fn serve_tls(
+    acceptor: packetpipe::io::tls::TlsAcceptor,
+    socket: tokio::net::TcpStream,
+    limits: Limits,
+) {
+    let _ = socket.set_nodelay(true);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+        Ok(Ok(tls)) => serve_stream(tls, limits).await,
+        Ok(Err(e)) => eprintln!("TLS handshake failed: {e}"),
+        Err(_) => eprintln!("TLS handshake timed out"),
     }
 }
 
@@ -683,6 +749,7 @@ fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut addr, mut uring, mut limits) =
         ("127.0.0.1:8080".to_string(), false, Limits::default());
+    let mut tls: Option<(String, String)> = None;
     while let Some(arg) = args.next() {
         let mut number = || {
             args.next()
@@ -693,9 +760,36 @@ fn main() -> std::io::Result<()> {
             "--transport" => uring = args.next().as_deref() == Some("uring"),
             "--max-head" => limits.max_head = number(),
             "--max-body" => limits.max_body = number(),
+            "--tls" => match (args.next(), args.next()) {
+                (Some(cert), Some(key)) => tls = Some((cert, key)),
+                _ => {
+                    eprintln!("--tls needs a certificate and a key file (PEM): --tls CERT KEY");
+                    std::process::exit(2);
+                }
+            },
             _ => addr = arg,
         }
     }
+    if tls.is_some() && uring {
+        eprintln!("--tls is served on the epoll transport only, not with --transport uring");
+        std::process::exit(2);
+    }
+    #[cfg(not(feature = "tls"))]
+    if tls.is_some() {
+        eprintln!("built without feature tls: --tls needs `--features tls`");
+        std::process::exit(2);
+    }
+    #[cfg(feature = "tls")]
+    let acceptor = match &tls {
+        Some((cert, key)) => match load_tls(cert.as_ref(), key.as_ref()) {
+            Ok(acceptor) => Some(acceptor),
+            Err(e) => {
+                eprintln!("cannot load the TLS certificate and key: {e}");
+                std::process::exit(2);
+            }
+        },
+        None => None,
+    };
     if uring {
         #[cfg(all(feature = "io-uring", target_os = "linux"))]
         match packetpipe::io::uring::Driver::new() {
@@ -715,9 +809,15 @@ fn main() -> std::io::Result<()> {
         .build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr).await?;
-        println!("listening on {}", listener.local_addr()?);
+        let scheme = if tls.is_some() { " (TLS)" } else { "" };
+        println!("listening on {}{scheme}", listener.local_addr()?);
         loop {
             let (socket, _) = listener.accept().await?;
+            #[cfg(feature = "tls")]
+            if let Some(acceptor) = &acceptor {
+                tokio::spawn(serve_tls(acceptor.clone(), socket, limits));
+                continue;
+            }
             tokio::spawn(serve_tcp(socket, limits));
         }
     })

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --features tokio --example resp_server -- [ADDR] [--max-request BYTES]
+//!     [--transport epoll|uring] [--tls CERT KEY]
 //! ```
 //!
 //! Listens on ADDR (default `127.0.0.1:6380`), prints `listening on ADDR` once it accepts, and
@@ -13,10 +14,16 @@
 //! ...` and the connection goes on; a request larger than `--max-request` (default 512 MiB)
 //! is answered with an error and the connection closed.
 //!
+//! With `--tls CERT KEY` (feature `tls`; PEM files: the certificate chain, then its private key)
+//! every connection is TLS (rustls), on the epoll transport only: a client has 10 s to complete
+//! the handshake, and is then served as on a plain connection.
+//!
 //! ```text
 //! $ redis-cli -p 6380 SET greeting hello
 //! OK
 //! $ redis-benchmark -p 6380 -t set,get -n 100000 -P 16 -q
+//! $ cargo run --release --features tls --example resp_server -- --tls cert.pem key.pem
+//! $ redis-cli --tls --cacert cert.pem -h localhost -p 6380 PING
 //! ```
 //!
 //! How it is built (`examples/resp/`): the socket is a packetpipe duplex connection

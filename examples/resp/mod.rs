@@ -48,12 +48,13 @@ impl Default for Config {
 }
 
 impl Config {
-    /// `[ADDR] [--max-request BYTES] [--transport epoll|uring]` from the command line; the
-    /// address defaults to
-    /// `127.0.0.1:6380`.
-    pub fn from_args() -> Result<(String, Config), String> {
+    /// `[ADDR] [--max-request BYTES] [--transport epoll|uring] [--tls CERT KEY]` from the
+    /// command line: the address (default `127.0.0.1:6380`), the settings, and the PEM
+    /// certificate chain and key files to serve TLS with.
+    pub fn from_args() -> Result<(String, Config, Option<TlsFiles>), String> {
         let mut addr = None;
         let mut config = Config::default();
+        let mut tls = None;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             if arg == "--max-request" {
@@ -67,16 +68,30 @@ impl Config {
                     Some("epoll") => false,
                     _ => return Err("--transport needs epoll or uring".into()),
                 };
+            } else if arg == "--tls" {
+                match (args.next(), args.next()) {
+                    (Some(cert), Some(key)) => tls = Some(TlsFiles { cert, key }),
+                    _ => return Err("--tls needs a certificate and a key file (PEM)".into()),
+                }
             } else if arg.starts_with('-') || addr.is_some() {
                 return Err(format!(
-                    "unexpected argument {arg:?}; usage: [ADDR] [--max-request BYTES] [--transport epoll|uring]"
+                    "unexpected argument {arg:?}; usage: [ADDR] [--max-request BYTES] [--transport epoll|uring] [--tls CERT KEY]"
                 ));
             } else {
                 addr = Some(arg);
             }
         }
-        Ok((addr.unwrap_or_else(|| "127.0.0.1:6380".into()), config))
+        Ok((addr.unwrap_or_else(|| "127.0.0.1:6380".into()), config, tls))
     }
+}
+
+/// The PEM files a TLS server is configured with (`--tls CERT KEY`).
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The certificate chain, the server's own certificate first.
+    pub cert: String,
+    /// The certificate's private key.
+    pub key: String,
 }
 
 /// Why a connection's requests ended.

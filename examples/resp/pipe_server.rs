@@ -74,8 +74,36 @@ pub fn connection_options() -> ConnectionOptions {
 /// only writes what a full socket did not take).
 pub async fn serve(socket: TcpStream, store: Shared<PacketChain>, config: Config) {
     let _ = socket.set_nodelay(true);
-    let (app, connection) = packetpipe::io::tokio::connection_with(socket, connection_options());
+    serve_stream(socket, store, config).await;
+}
+
+/// [`serve`] over any tokio stream (a `TcpStream`, or a `TlsStream` over one).
+pub async fn serve_stream<S>(stream: S, store: Shared<PacketChain>, config: Config)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let (app, connection) = packetpipe::io::tokio::connection_with(stream, connection_options());
     let _ = packetpipe::io::join(connection, serve_pipe(app, store, config)).await;
+}
+
+/// Serve one client over TLS: the handshake within
+/// [`HANDSHAKE_TIMEOUT`](super::server::HANDSHAKE_TIMEOUT), then the session as on a plain
+/// connection (the records opened in the connection's receive blocks). A failed or stalled
+/// handshake closes the connection.
+#[cfg(feature = "tls")]
+pub async fn serve_tls(
+    acceptor: packetpipe::io::tls::TlsAcceptor,
+    socket: TcpStream,
+    store: Shared<PacketChain>,
+    config: Config,
+) {
+    let _ = socket.set_nodelay(true);
+    let handshake = acceptor.accept(socket);
+    match tokio::time::timeout(super::server::HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(tls)) => serve_stream(tls, store, config).await,
+        Ok(Err(e)) => eprintln!("TLS handshake failed: {e}"),
+        Err(_) => eprintln!("TLS handshake timed out"),
+    }
 }
 
 /// Serve one client's pipes, whichever transport fills and drains them (the tokio connection

@@ -103,6 +103,72 @@ pub async fn serve(
     }
 }
 
+/// How long a client has to complete the TLS handshake: one that stalls it is dropped, so it
+/// holds a socket and a task for no longer than this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS acceptor of the PEM certificate chain and private key in `files`.
+#[cfg(feature = "tls")]
+pub fn load_tls(files: &super::TlsFiles) -> std::io::Result<packetpipe::io::tls::TlsAcceptor> {
+    use packetpipe::io::tls::rustls;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |what: &str, e: &dyn std::fmt::Display| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{what}: {e}"))
+    };
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| invalid(&files.cert, &e))?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| invalid(&files.key, &e))?;
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| invalid(&files.cert, &e))?;
+    Ok(packetpipe::io::tls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serve TLS connections on `listener` with packetpipe's pipes (a fresh key space, counted in
+/// `stats`) until `shutdown` resolves; call within a `LocalSet`.
+#[cfg(feature = "tls")]
+pub async fn serve_tls(
+    listener: TcpListener,
+    config: Config,
+    stats: Arc<Stats>,
+    acceptor: packetpipe::io::tls::TlsAcceptor,
+    shutdown: impl Future<Output = ()>,
+) {
+    let store = Rc::new(RefCell::new(Store::new(stats)));
+    let serve = move |socket, store, config| {
+        pipe_server::serve_tls(acceptor.clone(), socket, store, config)
+    };
+    accept_loop(listener, store, config, serve, shutdown).await;
+}
+
+/// Run the TLS server (packetpipe's pipes, on the epoll transport) on `listener` on this thread
+/// until `shutdown` resolves.
+#[cfg(feature = "tls")]
+pub fn run_tls(
+    listener: std::net::TcpListener,
+    config: Config,
+    stats: Arc<Stats>,
+    acceptor: packetpipe::io::tls::TlsAcceptor,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    if config.uring {
+        return Err(std::io::Error::other(
+            "--tls is served on the epoll transport only",
+        ));
+    }
+    listener.set_nonblocking(true)?;
+    let (runtime, local) = local_runtime()?;
+    local.block_on(&runtime, async move {
+        let listener = TcpListener::from_std(listener)?;
+        serve_tls(listener, config, stats, acceptor, shutdown).await;
+        Ok(())
+    })
+}
+
 /// The servers' runtime: one current-thread runtime, and a `LocalSet` for the connections'
 /// tasks (they share the key space through an `Rc`).
 pub fn local_runtime() -> std::io::Result<(tokio::runtime::Runtime, tokio::task::LocalSet)> {
@@ -171,16 +237,37 @@ fn run_uring(
     driver.run(|pipe| pipe_server::serve_pipe(pipe, store.clone(), config))
 }
 
-/// The examples' `main`: `[ADDR] [--max-request BYTES]`, `listening on ADDR` once bound, then
-/// serve until killed.
+/// The examples' `main`: `[ADDR] [--max-request BYTES] [--transport epoll|uring] [--tls CERT
+/// KEY]`, `listening on ADDR` once bound, then serve until killed.
 pub fn main(flavor: Flavor) {
-    let (addr, config) = match Config::from_args() {
+    let (addr, config, tls) = match Config::from_args() {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("{message}");
             std::process::exit(2);
         }
     };
+    if tls.is_some() && config.uring {
+        eprintln!("--tls is served on the epoll transport only, not with --transport uring");
+        std::process::exit(2);
+    }
+    if tls.is_some() && flavor != Flavor::Pipe {
+        eprintln!("--tls serves packetpipe's pipes only");
+        std::process::exit(2);
+    }
+    #[cfg(not(feature = "tls"))]
+    if tls.is_some() {
+        eprintln!("built without feature tls: --tls needs `--features tls`");
+        std::process::exit(2);
+    }
+    #[cfg(feature = "tls")]
+    let acceptor = tls.as_ref().map(|files| match load_tls(files) {
+        Ok(acceptor) => acceptor,
+        Err(e) => {
+            eprintln!("cannot load the TLS certificate and key: {e}");
+            std::process::exit(2);
+        }
+    });
     let listener = match std::net::TcpListener::bind(&addr) {
         Ok(listener) => listener,
         Err(e) => {
@@ -188,12 +275,20 @@ pub fn main(flavor: Flavor) {
             std::process::exit(1);
         }
     };
+    let scheme = if tls.is_some() { " (TLS)" } else { "" };
     match listener.local_addr() {
-        Ok(bound) => println!("listening on {bound}"),
-        Err(_) => println!("listening on {addr}"),
+        Ok(bound) => println!("listening on {bound}{scheme}"),
+        Err(_) => println!("listening on {addr}{scheme}"),
     }
     let forever = std::future::pending();
-    if let Err(e) = run(flavor, listener, config, Arc::default(), forever) {
+    #[cfg(feature = "tls")]
+    let served = match acceptor {
+        Some(acceptor) => run_tls(listener, config, Arc::default(), acceptor, forever),
+        None => run(flavor, listener, config, Arc::default(), forever),
+    };
+    #[cfg(not(feature = "tls"))]
+    let served = run(flavor, listener, config, Arc::default(), forever);
+    if let Err(e) = served {
         eprintln!("server failed: {e}");
         std::process::exit(1);
     }
@@ -210,18 +305,44 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     pub fn start(flavor: Flavor, config: Config) -> ServerHandle {
+        ServerHandle::start_with(
+            format!("{flavor:?} server"),
+            move |listener, stats, stop| run(flavor, listener, config, stats, stop),
+        )
+    }
+
+    /// The TLS server (packetpipe's pipes) with `acceptor`.
+    #[cfg(feature = "tls")]
+    pub fn start_tls(config: Config, acceptor: packetpipe::io::tls::TlsAcceptor) -> ServerHandle {
+        ServerHandle::start_with("TLS server".into(), move |listener, stats, stop| {
+            run_tls(listener, config, stats, acceptor, stop)
+        })
+    }
+
+    /// `run` the server on its own thread, with a listener on a free loopback port, its
+    /// statistics and the future that stops it.
+    fn start_with<R>(name: String, run: R) -> ServerHandle
+    where
+        R: FnOnce(
+                std::net::TcpListener,
+                Arc<Stats>,
+                std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+            ) -> std::io::Result<()>
+            + Send
+            + 'static,
+    {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let addr = listener.local_addr().expect("a bound address");
         let stats = Arc::new(Stats::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread_stats = stats.clone();
         let thread = std::thread::Builder::new()
-            .name(format!("{flavor:?} server"))
+            .name(name)
             .spawn(move || {
-                let shutdown = async move {
+                let shutdown = Box::pin(async move {
                     let _ = stopped.await;
-                };
-                run(flavor, listener, config, thread_stats, shutdown).expect("the server runs");
+                });
+                run(listener, thread_stats, shutdown).expect("the server runs");
             })
             .expect("spawn the server thread");
         ServerHandle {
