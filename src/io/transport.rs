@@ -164,6 +164,7 @@ pub(crate) enum Received {
     /// Readable bytes (or the layer's own messages, which the reader need not see).
     Readable,
     /// Nothing readable yet (the front of a record): read again.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     Partial,
     /// The peer's clean end inside the layer (TLS `close_notify`).
     Closed,

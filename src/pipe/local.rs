@@ -335,6 +335,7 @@ impl Fill<'_> {
     /// Bytes read into the receive block's free tail and not readable yet (see
     /// [`tail_mut`](Self::tail_mut)).
     #[inline]
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn pending(&self) -> usize {
         self.local.pending
     }
@@ -343,6 +344,7 @@ impl Fill<'_> {
     /// and not yet readable, with at least `need` (and one) bytes after them: a block too small
     /// is replaced by one of at least a segment, the pending bytes copied to its start (the one
     /// copy a record split across reads costs).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn tail_mut(&mut self, need: usize) -> Result<&mut [u8], Error> {
         let pending = self.local.pending;
         let want = pending + need.max(1);
@@ -366,6 +368,7 @@ impl Fill<'_> {
     }
 
     /// `n` more bytes were read into the free tail after the pending ones.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn add_pending(&mut self, n: usize) -> Result<(), Error> {
         let local = &mut *self.local;
         let room = local.buf.as_ref().map_or(0, |buf| buf.spare_len());
@@ -381,6 +384,7 @@ impl Fill<'_> {
 
     /// The pending bytes, to work on in place (a TLS record decrypted where it was received).
     #[inline]
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn pending_mut(&mut self) -> &mut [u8] {
         let pending = self.local.pending;
         match self.local.buf.as_mut() {
@@ -392,6 +396,7 @@ impl Fill<'_> {
     /// The first `n` pending bytes become readable (`pending_readable`) or are dropped
     /// (`pending_skip`: a record's header and tag, a message the reader need not see).
     #[inline]
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn pending_readable(&mut self, n: usize) -> Result<(), Error> {
         self.take_pending(n)?;
         self.advance(n)
@@ -399,6 +404,7 @@ impl Fill<'_> {
 
     /// See [`pending_readable`](Self::pending_readable).
     #[inline]
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn pending_skip(&mut self, n: usize) -> Result<(), Error> {
         self.take_pending(n)?;
         if n > 0 {
@@ -414,6 +420,7 @@ impl Fill<'_> {
         Ok(())
     }
 
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     fn take_pending(&mut self, n: usize) -> Result<(), Error> {
         if n > self.local.pending {
             return Err(Error::CommitPastSpare {

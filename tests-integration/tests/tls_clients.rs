@@ -1051,7 +1051,6 @@ fn own_client_against_own_server_connection_ends() {
 /// alert (RFC 8446 5.2, RFC 5246 7.2.2), and an oversized one with `record_overflow`: a
 /// `close_notify` would tell the peer that the stream ended cleanly.
 #[test]
-#[ignore = "the server answers a bad or oversized record with close_notify, not a fatal alert"]
 fn bad_records_get_a_fatal_alert() {
     let pki = Pki::new();
     let server = Server::start(pki.http_acceptor());

@@ -61,12 +61,10 @@ fn client_config(
 
 /// A line echo server for one connection on its own thread: how many lines it echoed and how
 /// its connection ended.
-fn echo_server(
-    acceptor: TlsAcceptor,
-) -> (
-    std::net::SocketAddr,
-    thread::JoinHandle<(usize, Result<ConnectionEnd, ConnectionError>)>,
-) {
+/// The echo server's result: lines echoed and how its connection ended.
+type Echoed = thread::JoinHandle<(usize, Result<ConnectionEnd, ConnectionError>)>;
+
+fn echo_server(acceptor: TlsAcceptor) -> (std::net::SocketAddr, Echoed) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();

@@ -219,6 +219,7 @@ const APPLICATION_DATA: u8 = 23;
 /// Alert descriptions sent when a received record is refused (RFC 8446 6.2).
 const UNEXPECTED_MESSAGE: u8 = 10;
 const BAD_RECORD_MAC: u8 = 20;
+const RECORD_OVERFLOW: u8 = 22;
 const DECODE_ERROR: u8 = 50;
 const ALERT: u8 = 21;
 const HANDSHAKE: u8 = 22;
@@ -235,7 +236,13 @@ impl Opener {
     /// send the peer if its header is not a record's.
     pub(crate) fn record_len(&self, bytes: &[u8]) -> io::Result<Option<usize>> {
         record_len(bytes).map_err(|e| {
-            self.fail_with(DECODE_ERROR);
+            let oversized = bytes.len() >= HEADER
+                && usize::from(u16::from_be_bytes([bytes[3], bytes[4]])) > MAX_CIPHERTEXT;
+            self.fail_with(if oversized {
+                RECORD_OVERFLOW
+            } else {
+                DECODE_ERROR
+            });
             e
         })
     }
