@@ -218,14 +218,11 @@ where
     S: AsyncWrite + Unpin,
 {
     out.clear();
-    for _ in 0..4 {
+    // Only while rustls holds records to send: asked again with none, it would process the
+    // refused input again.
+    while conn.wants_write() {
         match conn.process(incoming).state {
             Ok(ConnectionState::EncodeTlsData(mut data)) => encode(&mut data, out)?,
-            Ok(ConnectionState::TransmitTlsData(data)) => {
-                write_all(stream, out).await?;
-                data.done();
-                return Ok(());
-            }
             _ => break,
         }
     }
