@@ -100,7 +100,11 @@ where
         let discard = status.discard;
         let step = match status.state {
             Err(e) => {
-                drop(send_alert(&mut conn, &mut stream, &mut out).await);
+                // The alert rustls queued for the peer, asked for over the same buffer (rustls
+                // keeps positions into it), less what it said to discard.
+                buf.copy_within(discard..filled, 0);
+                limit -= discard;
+                drop(send_alert(&mut conn, &mut stream, &mut out, &mut buf[..limit]).await);
                 return Err(tls_error(e));
             }
             Ok(ConnectionState::EncodeTlsData(mut data)) => {
@@ -203,20 +207,22 @@ fn encode<Data>(data: &mut EncodeTlsData<'_, Data>, out: &mut Vec<u8>) -> io::Re
 }
 
 /// After a failed handshake, send the alert rustls queued for the peer (best effort).
-async fn send_alert<C, S>(conn: &mut C, stream: &mut S, out: &mut Vec<u8>) -> io::Result<()>
+async fn send_alert<C, S>(
+    conn: &mut C,
+    stream: &mut S,
+    out: &mut Vec<u8>,
+    incoming: &mut [u8],
+) -> io::Result<()>
 where
     C: Unbuffered,
     S: AsyncWrite + Unpin,
 {
     out.clear();
-    for _ in 0..4 {
-        match conn.process(&mut []).state {
+    // Only while rustls holds records to send: asked again with none, it would process the
+    // refused input again.
+    while conn.wants_write() {
+        match conn.process(incoming).state {
             Ok(ConnectionState::EncodeTlsData(mut data)) => encode(&mut data, out)?,
-            Ok(ConnectionState::TransmitTlsData(data)) => {
-                write_all(stream, out).await?;
-                data.done();
-                return Ok(());
-            }
             _ => break,
         }
     }
