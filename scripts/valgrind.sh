@@ -68,6 +68,17 @@ LEAKS_ON_PURPOSE=(
     "pool_leaks  # forgets packets to check the leak report; each keeps its block and its pool"
 )
 
+# Binaries that run `ring`'s assembly (AES-GCM, ChaCha20-Poly1305, the TLS handshakes): memcheck
+# cannot follow how its vector code defines bytes, so a record's tag and ciphertext look
+# uninitialised where they are compared or sent: "binary-name  # reason". The same reports come
+# from inside rustls' own client and record layer in these binaries. They run with
+# --undef-value-errors=no: invalid reads and writes, and leaks, are still checked.
+CRYPTO_ASM=(
+    "tls_clients  # TLS through rustls (ring provider) and the library's ring-based record layer"
+    "tls_records  # the same"
+    "fuzz_replay  # its tls_server inputs run TLS handshakes and records"
+)
+
 echo "=== building test binaries"
 json="$(mktemp)"
 cargo test --workspace --all-features --no-run --message-format=json >"$json"
@@ -125,6 +136,12 @@ for entry in "${binaries[@]}"; do
         read -r bin _ <<<"$l"
         if [[ "$bin" == "$name" ]]; then
             leak_check=(--leak-check=no)
+        fi
+    done
+    for c in "${CRYPTO_ASM[@]}"; do
+        read -r bin _ <<<"$c"
+        if [[ "$bin" == "$name" ]]; then
+            leak_check+=(--undef-value-errors=no)
         fi
     done
     while ((${#names[@]} >= jobs)); do
