@@ -4,7 +4,7 @@
 //! loop that feeds every response whose request is already readable and flushes once per burst.
 //!
 //! ```text
-//! cargo run --release -p packetpipe-perf --example http_server_tokio_util -- [ADDR]
+//! cargo run --release -p packetpipe-perf --example http_server_tokio_util -- [ADDR] [--tls CERT KEY]
 //! ```
 //!
 //! Listens on ADDR (default `127.0.0.1:8080`), prints `listening on ADDR` once it accepts, and
@@ -16,14 +16,22 @@
 //! `413` (16 MiB body) as the example. Bodies by `Content-Length` only: a chunked request is
 //! refused with `501`, and `Expect: 100-continue` gets no interim response (the paths measured
 //! have neither).
+//!
+//! With `--tls CERT KEY` (PEM files: the certificate chain, then its private key) every
+//! connection is TLS over `tokio-rustls` (rustls with its `ring` provider, ALPN `http/1.1`, as
+//! the example's `--tls`): a client has 10 s to complete the handshake, and is then served by
+//! the same `Framed` loop over the TLS stream.
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::{FutureExt, SinkExt, StreamExt};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::codec::{Decoder, Encoder, Framed};
 
 const MAX_HEAD: usize = 8 << 10;
@@ -262,12 +270,21 @@ fn handle(request: Request) -> Response {
     }
 }
 
-/// Serve one connection: feed the response of every request that is already readable, flush
-/// once none is, until the client closes or a response closes the connection; then shut down
-/// the sending side and drain what the client still sends for up to a second.
+/// Serve one TCP connection.
 pub async fn serve(socket: TcpStream) -> std::io::Result<()> {
     socket.set_nodelay(true)?;
-    let mut framed = Framed::new(socket, Http::default());
+    serve_stream(socket).await
+}
+
+/// Serve one connection over any tokio stream (a `TcpStream`, or a `TlsStream` over one): feed
+/// the response of every request that is already readable, flush once none is, until the client
+/// closes or a response closes the connection; then shut down the sending side and drain what
+/// the client still sends for up to a second.
+pub async fn serve_stream<S>(stream: S) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut framed = Framed::new(stream, Http::default());
     'connection: while let Some(request) = framed.next().await {
         let mut request = request?;
         loop {
@@ -295,6 +312,44 @@ pub async fn serve(socket: TcpStream) -> std::io::Result<()> {
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
     Ok(())
+}
+
+/// How long a client has to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS acceptor of the PEM certificate chain in `cert` and the PEM private key in `key`,
+/// offering `http/1.1` by ALPN.
+fn load_tls(cert: &str, key: &str) -> std::io::Result<TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |what: &str, e: &dyn std::fmt::Display| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{what}: {e}"))
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| invalid(cert, &e))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| invalid(key, &e))?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| invalid(cert, &e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serve one TCP connection over TLS: the handshake (within [`HANDSHAKE_TIMEOUT`]), then the
+/// requests as on a plain connection.
+async fn serve_tls(acceptor: TlsAcceptor, socket: TcpStream) -> std::io::Result<()> {
+    socket.set_nodelay(true)?;
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+        Ok(Ok(tls)) => serve_stream(tls).await,
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "TLS handshake timed out",
+        )),
+    }
 }
 
 fn parse_decimal(text: &[u8]) -> Option<usize> {
@@ -330,19 +385,37 @@ fn decimal(mut n: usize, digits: &mut [u8; 20]) -> &[u8] {
 }
 
 fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8080".to_string());
+    let mut addr = "127.0.0.1:8080".to_string();
+    let mut acceptor = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--tls" => match (args.next(), args.next()) {
+                (Some(cert), Some(key)) => acceptor = Some(load_tls(&cert, &key)?),
+                _ => {
+                    eprintln!("--tls needs a certificate and a key file (PEM): --tls CERT KEY");
+                    std::process::exit(2);
+                }
+            },
+            _ => addr = arg,
+        }
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr).await?;
-        println!("listening on {}", listener.local_addr()?);
+        let scheme = if acceptor.is_some() { " (TLS)" } else { "" };
+        println!("listening on {}{scheme}", listener.local_addr()?);
         loop {
             let (socket, _) = listener.accept().await?;
+            let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                if let Err(e) = serve(socket).await {
+                let served = match acceptor {
+                    Some(acceptor) => serve_tls(acceptor, socket).await,
+                    None => serve(socket).await,
+                };
+                if let Err(e) = served {
                     eprintln!("connection ended with {e}");
                 }
             });
