@@ -252,14 +252,19 @@ impl Opener {
     /// the peer the matching alert, unless the error is the peer's own alert).
     pub(crate) fn open(&mut self, record: &mut [u8]) -> io::Result<Opened> {
         let opened = self.open_record(record);
+        // A failed authentication noted its own alert already (the first one noted stays).
         if let Err(e) = &opened {
-            match e.kind() {
-                io::ErrorKind::ConnectionAborted => {}
-                _ if e.to_string().contains("bad record MAC") => self.fail_with(BAD_RECORD_MAC),
-                _ => self.fail_with(UNEXPECTED_MESSAGE),
+            if e.kind() != io::ErrorKind::ConnectionAborted {
+                self.fail_with(UNEXPECTED_MESSAGE);
             }
         }
         opened
+    }
+
+    /// A record that failed authentication: its alert noted, its error.
+    fn bad_record_mac(&self) -> io::Error {
+        self.fail_with(BAD_RECORD_MAC);
+        invalid("a received TLS record failed authentication (bad record MAC)".into())
     }
 
     fn fail_with(&self, alert: u8) {
@@ -284,7 +289,7 @@ impl Opener {
         let (header, payload) = record.split_at_mut(HEADER);
         let explicit = if self.key.explicit { EXPLICIT } else { 0 };
         if payload.len() < explicit + TAG {
-            return Err(bad_record_mac());
+            return Err(self.bad_record_mac());
         }
         let plain_len = payload.len() - explicit - TAG;
         let mut nonce = self.key.nonce(seq);
@@ -301,7 +306,10 @@ impl Opener {
             let aad = tls12_aad(seq, outer, plain_len);
             self.key.key.open_in_place(nonce, Aad::from(aad), sealed)
         };
-        let mut len = opened.map_err(|_| bad_record_mac())?.len();
+        let mut len = match opened {
+            Ok(plain) => plain.len(),
+            Err(_) => return Err(self.bad_record_mac()),
+        };
         let start = HEADER + explicit;
         let typ = if tls13 {
             // The inner content type is the last non-zero byte; zeros after it are padding.
@@ -402,10 +410,6 @@ impl Opener {
         }
         Ok(())
     }
-}
-
-fn bad_record_mac() -> io::Error {
-    invalid("a received TLS record failed authentication (bad record MAC)".into())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
