@@ -942,8 +942,12 @@ async fn own_client_and_server(pki: &Pki, versions: &[&'static rustls::Supported
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = ServerName::try_from("localhost").unwrap().to_owned();
     let tls = connector.connect(name, tcp).await.unwrap();
-    assert_eq!(tls.alpn_protocol(), None, "the client offered none");
-    let version = tls.protocol_version();
+    assert_eq!(
+        tls.negotiated().alpn_protocol.as_deref(),
+        None,
+        "the client offered none"
+    );
+    let version = tls.negotiated().protocol_version;
     let (mut out, mut lines) = Framed::new(tls, Lines::new()).split();
     for i in 0..LINES {
         out.feed(line(i)).unwrap();

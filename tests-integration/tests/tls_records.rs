@@ -213,7 +213,10 @@ fn the_librarys_client_and_server_talk_both_ways_and_close_cleanly() {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let name = ServerName::try_from("localhost").unwrap();
         let tls = connector.connect(name, tcp).await.unwrap();
-        assert_eq!(tls.protocol_version(), rustls::ProtocolVersion::TLSv1_3);
+        assert_eq!(
+            tls.negotiated().protocol_version,
+            rustls::ProtocolVersion::TLSv1_3
+        );
         let (app, connection) = packetpipe::io::tokio::connection(tls);
         let connection = tokio::spawn(connection);
         let mut lines = Frames::new(app.reader, Lines::new());

@@ -182,8 +182,16 @@ pub struct TlsStream<S> {
     /// The peer's `close_notify` was opened.
     read_closed: bool,
     out: Outgoing,
-    alpn: Option<Vec<u8>>,
-    version: ProtocolVersion,
+    negotiated: Negotiated,
+}
+
+/// What the handshake agreed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The application protocol agreed by ALPN, if any.
+    pub alpn_protocol: Option<Vec<u8>>,
+    /// The TLS version.
+    pub protocol_version: ProtocolVersion,
 }
 
 impl<S> TlsStream<S> {
@@ -204,8 +212,10 @@ impl<S> TlsStream<S> {
             plain: 0..0,
             read_closed: false,
             out: Outgoing::default(),
-            alpn,
-            version,
+            negotiated: Negotiated {
+                alpn_protocol: alpn,
+                protocol_version: version,
+            },
         }
     }
 
@@ -214,14 +224,9 @@ impl<S> TlsStream<S> {
         &self.stream
     }
 
-    /// The application protocol agreed by ALPN, if any.
-    pub fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.alpn.as_deref()
-    }
-
-    /// The TLS version agreed.
-    pub fn protocol_version(&self) -> ProtocolVersion {
-        self.version
+    /// What the handshake agreed on (ALPN, version).
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
     }
 
     /// Whether nothing was read or written through the stream's own `AsyncRead`/`AsyncWrite`
@@ -234,8 +239,7 @@ impl<S> TlsStream<S> {
 impl<S> fmt::Debug for TlsStream<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsStream")
-            .field("version", &self.version)
-            .field("alpn", &self.alpn.as_deref().map(String::from_utf8_lossy))
+            .field("negotiated", &self.negotiated)
             .finish_non_exhaustive()
     }
 }
