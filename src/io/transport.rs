@@ -137,8 +137,9 @@ pub(crate) trait Layer: Send + Sync + 'static {
     const PLAIN: bool;
 
     /// Bytes the layer held before the stream was handed over (received during a handshake):
-    /// made readable first, before the stream is read. `None` when there are none.
-    fn take_buffered(&mut self, _into: &mut Fill<'_>) -> Option<io::Result<Received>> {
+    /// made readable first, before the stream is read, with their count (they are bytes
+    /// received). `None` when there are none.
+    fn take_buffered(&mut self, _into: &mut Fill<'_>) -> Option<(usize, io::Result<Received>)> {
         None
     }
 
@@ -677,7 +678,8 @@ impl<R: ReadSide, L: Layer> Refill for Inbound<R, L> {
             self.end(false);
             return Poll::Ready(());
         }
-        if let Some(result) = self.layer.take_buffered(into) {
+        if let Some((n, result)) = self.layer.take_buffered(into) {
+            self.received += n as u64;
             match result {
                 Ok(Received::Partial) => {}
                 Ok(received) => return self.brought(into, received),

@@ -114,7 +114,7 @@ impl TlsRecords {
 impl Layer for TlsRecords {
     const PLAIN: bool = false;
 
-    fn take_buffered(&mut self, into: &mut Fill<'_>) -> Option<io::Result<Received>> {
+    fn take_buffered(&mut self, into: &mut Fill<'_>) -> Option<(usize, io::Result<Received>)> {
         if self.buffered.is_empty() {
             return None;
         }
@@ -126,7 +126,7 @@ impl Layer for TlsRecords {
             into.add_pending(buffered.len()).map_err(io_error)?;
             self.open_pending(into)
         })();
-        Some(result)
+        Some((buffered.len(), result))
     }
 
     fn space<'f>(
