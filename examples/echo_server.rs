@@ -21,6 +21,15 @@ use tokio::net::{TcpListener, TcpStream};
 /// and each flush writes it, in this task (the inline transport: no pump, no second task).
 pub async fn serve(socket: TcpStream) -> Result<(), FrameError> {
     let _ = socket.set_nodelay(true);
+    serve_stream(socket).await
+}
+
+/// The same echo over any tokio stream: a `TcpStream`, or a TLS stream over one
+/// (`packetpipe::io::tls::TlsStream`, whose records are opened in the reader's blocks).
+pub async fn serve_stream<S>(socket: S) -> Result<(), FrameError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
     let codec = LengthDelimited::builder()
         .max_frame_length(1 << 20)
         .new_codec();

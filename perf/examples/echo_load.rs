@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p packetpipe-perf --features io-uring --example echo_load -- \
 //!     [--connections 1,16,256] [--outstanding 1,16] [--size 64] [--seconds 2] [--warmup 0.5] [--repeats 3] \
-//!     [--syscalls]
+//!     [--syscalls] [--tls CERT KEY]
 //! ```
 //!
 //! Each server runs in this process on a thread of its own (a current-thread tokio runtime, as
@@ -33,7 +33,17 @@
 //! Two tokio-util servers are measured: `forward` (`Framed` split, `StreamExt::forward`: a burst
 //! of frames read at once goes out with one write, the batching packetpipe's `FrameWriter::forward`
 //! does) and `send` (`framed.send(frame)` per frame, the loop as usually written: a write per
-//! frame). It prints one line per run, then a markdown table of the medians over `--repeats` runs
+//! frame).
+//!
+//! With `--tls CERT KEY` (PEM files: the certificate chain, then its private key; build with
+//! `--features tls`) every connection is TLS: packetpipe's server accepts with its own
+//! `TlsAcceptor` (records opened in place in the reader's blocks) and serves the stream with
+//! `echo_server::serve_stream`; the tokio-util servers accept with `tokio-rustls` and serve its
+//! stream. Both use the one rustls `ServerConfig` (rustls 0.23, `ring` provider), and the clients
+//! `tokio-rustls` with the certificate as their only root. The io_uring servers are left out.
+//! The handshakes happen in the warm-up, before the measured interval.
+//!
+//! It prints one line per run, then a markdown table of the medians over `--repeats` runs
 //! (the servers alternate) with the ratios packetpipe / tokio-util (epoll and io_uring). The
 //! servers and the clients share the machine's cores; nothing is pinned.
 
@@ -52,13 +62,15 @@ use std::collections::VecDeque;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use futures::{SinkExt, StreamExt, TryStreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
+use tokio_rustls::rustls;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 #[global_allocator]
@@ -109,15 +121,13 @@ fn codec() -> LengthDelimitedCodec {
 /// tokio-util's echo with packetpipe's batching: `Framed` split into its stream and sink, every
 /// frame forwarded back (`forward` flushes whenever the stream has nothing ready, so a burst of
 /// frames read at once goes out with one write, as `FrameWriter::forward` does).
-async fn serve_forward(socket: TcpStream) -> std::io::Result<()> {
-    socket.set_nodelay(true)?;
+async fn serve_forward<S: AsyncRead + AsyncWrite>(socket: S) -> std::io::Result<()> {
     let (sink, stream) = Framed::new(socket, codec()).split();
     stream.map_ok(BytesMut::freeze).forward(sink).await
 }
 
 /// tokio-util's echo as usually written: `send` each frame (a write per frame).
-async fn serve_send(socket: TcpStream) -> std::io::Result<()> {
-    socket.set_nodelay(true)?;
+async fn serve_send<S: AsyncRead + AsyncWrite + Unpin>(socket: S) -> std::io::Result<()> {
     let mut framed = Framed::new(socket, codec());
     while let Some(frame) = framed.next().await {
         framed.send(frame?.freeze()).await?;
@@ -205,7 +215,7 @@ pub struct ServerThread {
 
 impl ServerThread {
     /// Start `server`, or `None` where it cannot run here (io_uring unavailable).
-    pub fn start(server: Server) -> Option<ServerThread> {
+    pub fn start(server: Server, tls: Option<&Tls>) -> Option<ServerThread> {
         if server == Server::PacketpipeUring {
             return Self::start_uring();
         }
@@ -218,6 +228,7 @@ impl ServerThread {
         let (control, mut requests) =
             mpsc::unbounded_channel::<std::sync::mpsc::SyncSender<Usage>>();
         let (listening_tx, listening) = std::sync::mpsc::channel();
+        let tls = tls.map(|tls| tls.server.clone());
         std::thread::Builder::new()
             .name(format!("{server:?} echo server"))
             .spawn(move || {
@@ -235,6 +246,11 @@ impl ServerThread {
                     listening_tx.send(this_thread_id()).unwrap();
                     loop {
                         let (stream, _) = listener.accept().await.unwrap();
+                        stream.set_nodelay(true).unwrap();
+                        if let Some(config) = &tls {
+                            drop(tokio::spawn(serve_tls(server, config.clone(), stream)));
+                            continue;
+                        }
                         match server {
                             Server::Packetpipe => drop(tokio::spawn(echo_server::serve(stream))),
                             Server::TokioUtilForward => drop(tokio::spawn(serve_forward(stream))),
@@ -534,9 +550,31 @@ struct Tally {
 }
 
 /// One connection: keep `k` requests outstanding until told to stop, then collect the rest.
-async fn client(addr: SocketAddr, size: usize, k: usize, tally: Rc<Tally>) -> std::io::Result<()> {
-    let mut socket = TcpStream::connect(addr).await?;
+async fn client(
+    addr: SocketAddr,
+    size: usize,
+    k: usize,
+    tally: Rc<Tally>,
+    tls: Option<tokio_rustls::TlsConnector>,
+) -> std::io::Result<()> {
+    let socket = TcpStream::connect(addr).await?;
     socket.set_nodelay(true)?;
+    match tls {
+        None => exchange(socket, size, k, tally).await,
+        Some(connector) => {
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            exchange(connector.connect(name, socket).await?, size, k, tally).await
+        }
+    }
+}
+
+/// Keep `k` requests outstanding on `socket` until told to stop, then collect the rest.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut socket: S,
+    size: usize,
+    k: usize,
+    tally: Rc<Tally>,
+) -> std::io::Result<()> {
     let mut frame = (size as u32).to_be_bytes().to_vec();
     frame.extend((0..size).map(|i| (i % 251) as u8));
     let frames = frame.repeat(k);
@@ -605,7 +643,10 @@ pub fn run(server: &ServerThread, options: &Options, c: usize, k: usize) -> Figu
     let (figures, messages) = local.block_on(&runtime, async {
         let tally = Rc::new(Tally::default());
         let clients: Vec<_> = (0..c)
-            .map(|_| tokio::task::spawn_local(client(server.addr, options.size, k, tally.clone())))
+            .map(|_| {
+                let tls = options.tls.as_ref().map(|tls| tls.connector.clone());
+                tokio::task::spawn_local(client(server.addr, options.size, k, tally.clone(), tls))
+            })
             .collect();
         tokio::time::sleep(options.warmup).await;
         let before = server.usage();
@@ -650,6 +691,8 @@ pub struct Options {
     pub repeats: usize,
     /// Count the server thread's system calls (`perf stat`).
     pub syscalls: bool,
+    /// `--tls CERT KEY`: every connection over TLS.
+    pub tls: Option<Tls>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -661,6 +704,7 @@ fn parse_options() -> Result<Options, String> {
         measure: Duration::from_secs(2),
         repeats: 3,
         syscalls: false,
+        tls: None,
     };
     // Counts of at least 1: 0 connections or 0 outstanding requests measure nothing (and 0
     // outstanding would wait for an echo of nothing).
@@ -684,6 +728,11 @@ fn parse_options() -> Result<Options, String> {
             continue;
         }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        if flag == "--tls" {
+            let key = args.next().ok_or("--tls needs a certificate and a key file (PEM)")?;
+            options.tls = Some(Tls::load(&value, &key)?);
+            continue;
+        }
         match flag.as_str() {
             "--connections" => options.connections = list(&value)?,
             "--outstanding" => options.outstanding = list(&value)?,
@@ -716,11 +765,20 @@ fn main() {
     });
     let servers: Vec<(Server, ServerThread)> = SERVERS
         .into_iter()
-        .filter_map(|server| Some((server, ServerThread::start(server)?)))
+        .filter(|server| {
+            options.tls.is_none()
+                || !matches!(server, Server::PacketpipeUring | Server::UringFloor)
+        })
+        .filter_map(|server| Some((server, ServerThread::start(server, options.tls.as_ref())?)))
         .collect();
     println!(
-        "echo_load: {}-byte messages, {} s measured after {} s warm-up, {} repeats{}",
+        "echo_load: {}-byte messages{}, {} s measured after {} s warm-up, {} repeats{}",
         options.size,
+        if options.tls.is_some() {
+            " over TLS (rustls 0.23, ring)"
+        } else {
+            ""
+        },
         options.measure.as_secs_f64(),
         options.warmup.as_secs_f64(),
         options.repeats,
@@ -853,5 +911,66 @@ fn main() {
     }
     for (_, thread) in servers {
         thread.stop();
+    }
+}
+
+/// `--tls CERT KEY`: the servers' rustls configuration and the clients' connector.
+pub struct Tls {
+    server: Arc<rustls::ServerConfig>,
+    connector: tokio_rustls::TlsConnector,
+}
+
+impl Tls {
+    fn load(cert: &str, key: &str) -> Result<Tls, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_file_iter(cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("{cert}: {e}"))?;
+        let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in &certs {
+            roots.add(cert.clone()).map_err(|e| format!("{e}"))?;
+        }
+        let server = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| format!("{e}"))?;
+        let client = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Tls {
+            server: Arc::new(server),
+            connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+        })
+    }
+}
+
+/// A TLS connection to `server`: its own handshake, then the same echo as over TCP.
+async fn serve_tls(server: Server, config: Arc<rustls::ServerConfig>, stream: TcpStream) {
+    match server {
+        #[cfg(feature = "tls")]
+        Server::Packetpipe => {
+            let acceptor = packetpipe::io::tls::TlsAcceptor::from(config);
+            if let Ok(tls) = acceptor.accept(stream).await {
+                let _ = echo_server::serve_stream(tls).await;
+            }
+        }
+        #[cfg(not(feature = "tls"))]
+        Server::Packetpipe => {
+            let _ = (config, stream);
+            panic!("packetpipe's TLS server needs the `tls` feature (--features tls)");
+        }
+        Server::TokioUtilForward | Server::TokioUtilSend => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            if let Ok(tls) = acceptor.accept(stream).await {
+                let _ = if server == Server::TokioUtilForward {
+                    serve_forward(tls).await
+                } else {
+                    serve_send(tls).await
+                };
+            }
+        }
+        Server::PacketpipeUring | Server::UringFloor => unreachable!("not run over TLS"),
     }
 }
