@@ -138,8 +138,12 @@ pub(crate) trait Layer: Send + Sync + 'static {
 
     /// Bytes the layer held before the stream was handed over (received during a handshake):
     /// made readable first, before the stream is read, with their count (they are bytes
-    /// received). `None` when there are none.
-    fn take_buffered(&mut self, _into: &mut Fill<'_>) -> Option<(usize, io::Result<Received>)> {
+    /// received); `hint` as for [`space`](Self::space). `None` when there are none.
+    fn take_buffered(
+        &mut self,
+        _into: &mut Fill<'_>,
+        _hint: usize,
+    ) -> Option<(usize, io::Result<Received>)> {
         None
     }
 
@@ -605,6 +609,14 @@ thread_local! {
 /// to this size, so a big frame arrives in few reads.
 const MAX_READ: u64 = 1 << 20;
 
+/// How many bytes the next read should have room for when the reader needs `need` more: the
+/// current block's tail is reused if at least half a segment is left; a large frame gets a block
+/// its size.
+#[inline]
+fn read_hint(into: &Fill<'_>, need: u64) -> usize {
+    ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize
+}
+
 /// The application reader's hook: its reads read the stream into the reader's own block.
 struct Inbound<R, L> {
     read: R,
@@ -678,7 +690,7 @@ impl<R: ReadSide, L: Layer> Refill for Inbound<R, L> {
             self.end(false);
             return Poll::Ready(());
         }
-        if let Some((n, result)) = self.layer.take_buffered(into) {
+        if let Some((n, result)) = self.layer.take_buffered(into, read_hint(into, need)) {
             self.received += n as u64;
             match result {
                 Ok(Received::Partial) => {}
@@ -690,10 +702,7 @@ impl<R: ReadSide, L: Layer> Refill for Inbound<R, L> {
             }
         }
         loop {
-            // Reuse the current block's tail if at least half a segment is left; a large frame
-            // gets a block its size.
-            let hint =
-                ((into.min_segment_size() / 2).max(1) as u64).max(need.min(MAX_READ)) as usize;
+            let hint = read_hint(into, need);
             // A blocking read with nothing unconsumed goes into the scratch unless the reader
             // already holds a block with room: then it reads there and copies nothing.
             let result =

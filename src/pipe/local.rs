@@ -35,9 +35,14 @@ pub(crate) struct Local {
     credits: usize,
     /// The back packet was sealed from `buf` and ends where its next bytes go: they grow it.
     back_grows: bool,
-    /// Bytes at the front of `buf`'s free tail that the source read and has not made readable
+    /// Bytes of `buf`'s free tail, after `gap`, that the source read and has not made readable
     /// yet (the front of a TLS record still arriving): `buf` stays while there are any.
     pending: usize,
+    /// Free bytes at the front of `buf`'s free tail before the pending ones: what records opened
+    /// in place leave behind (their headers and tags) while a record after them is pending. The
+    /// next record's plaintext is written over them, back to back with the readable bytes.
+    /// 0 whenever `pending` is.
+    gap: usize,
     /// `DONE` (and `FAILED`) once the source has ended.
     flags: u64,
     pool: Pool,
@@ -56,6 +61,7 @@ impl Local {
             credits: 0,
             back_grows: false,
             pending: 0,
+            gap: 0,
             flags: 0,
             pool,
             min_segment_size,
@@ -224,6 +230,7 @@ impl Local {
         }
         self.back_grows = false;
         self.pending = 0;
+        self.gap = 0;
     }
 
     /// The fill side, for the reader's source; `state` takes the source's error.
@@ -340,41 +347,43 @@ impl Fill<'_> {
         self.local.pending
     }
 
-    /// The receive block's free tail, whose first [`pending`](Self::pending) bytes are those read
-    /// and not yet readable, with at least `need` (and one) bytes after them: a block too small
-    /// is replaced by one of at least a segment, the pending bytes copied to its start (the one
-    /// copy a record split across reads costs).
+    /// Free space of at least `need` (and one) bytes after the pending ones, for the next read: a
+    /// block too small is replaced by one of at least a segment, the pending bytes copied to its
+    /// start (the one copy a record split across reads costs).
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    pub(crate) fn tail_mut(&mut self, need: usize) -> Result<&mut [u8], Error> {
+    pub(crate) fn read_space(&mut self, need: usize) -> Result<&mut [u8], Error> {
         let pending = self.local.pending;
-        let want = pending + need.max(1);
         if pending == 0 {
-            return self.buffer_mut(want);
+            return self.buffer_mut(need);
         }
         let local = &mut *self.local;
+        let gap = local.gap;
         let room = local.buf.as_ref().map_or(0, |buf| buf.spare_len());
-        if room < want {
-            let mut rented = local.pool.rent(want.max(local.min_segment_size))?;
+        if room < gap + pending + need.max(1) {
+            let mut rented = local
+                .pool
+                .rent((pending + need.max(1)).max(local.min_segment_size))?;
             let old = local
                 .buf
                 .as_mut()
                 .expect("pending bytes are in the receive block");
-            rented.spare_mut()[..pending].copy_from_slice(&old.spare_mut()[..pending]);
+            rented.spare_mut()[..pending].copy_from_slice(&old.spare_mut()[gap..gap + pending]);
             local.drop_buf();
             local.buf = Some(rented);
             local.pending = pending;
         }
-        Ok(local.buf.as_mut().expect("just provided").spare_mut())
+        let skip = local.gap + pending;
+        Ok(&mut local.buf.as_mut().expect("just provided").spare_mut()[skip..])
     }
 
-    /// `n` more bytes were read into the free tail after the pending ones.
+    /// `n` more bytes were read into the space [`read_space`](Self::read_space) gave.
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn add_pending(&mut self, n: usize) -> Result<(), Error> {
         let local = &mut *self.local;
         let room = local.buf.as_ref().map_or(0, |buf| buf.spare_len());
-        if local.pending + n > room {
+        if local.gap + local.pending + n > room {
             return Err(Error::CommitPastSpare {
-                requested: local.pending + n,
+                requested: local.gap + local.pending + n,
                 available: room,
             });
         }
@@ -382,54 +391,47 @@ impl Fill<'_> {
         Ok(())
     }
 
-    /// The pending bytes, to work on in place (a TLS record decrypted where it was received).
+    /// The free tail up to the end of the pending bytes, and where they start in it: a record
+    /// among them is opened within it, its plaintext written to the front
+    /// ([`front_readable`](Self::front_readable)).
     #[inline]
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    pub(crate) fn pending_mut(&mut self) -> &mut [u8] {
-        let pending = self.local.pending;
+    pub(crate) fn pending_mut(&mut self) -> (&mut [u8], usize) {
+        let (gap, pending) = (self.local.gap, self.local.pending);
         match self.local.buf.as_mut() {
-            Some(buf) => &mut buf.spare_mut()[..pending],
-            None => &mut [],
+            Some(buf) => (&mut buf.spare_mut()[..gap + pending], gap),
+            None => (&mut [], 0),
         }
     }
 
-    /// The first `n` pending bytes become readable (`pending_readable`) or are dropped
-    /// (`pending_skip`: a record's header and tag, a message the reader need not see).
+    /// The first `used` pending bytes are done with (a record opened), and the first `n` bytes
+    /// of the free tail (its plaintext, written there) become readable: as growth of the back
+    /// packet when they follow it.
     #[inline]
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    pub(crate) fn pending_readable(&mut self, n: usize) -> Result<(), Error> {
-        self.take_pending(n)?;
+    pub(crate) fn front_readable(&mut self, n: usize, used: usize) -> Result<(), Error> {
+        let local = &mut *self.local;
+        if used > local.pending || n > local.gap + used {
+            return Err(Error::CommitPastSpare {
+                requested: used.max(n),
+                available: local.pending,
+            });
+        }
+        local.pending -= used;
+        local.gap = if local.pending == 0 {
+            0
+        } else {
+            local.gap + used - n
+        };
         self.advance(n)
     }
 
-    /// See [`pending_readable`](Self::pending_readable).
+    /// The first `n` pending bytes are done with and nothing of them is readable (a message the
+    /// reader need not see, bytes after the peer's end).
     #[inline]
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn pending_skip(&mut self, n: usize) -> Result<(), Error> {
-        self.take_pending(n)?;
-        if n > 0 {
-            let buf = self
-                .local
-                .buf
-                .as_mut()
-                .expect("pending bytes are in the receive block");
-            buf.commit(n)?;
-            buf.discard_front(n);
-            self.local.back_grows = false;
-        }
-        Ok(())
-    }
-
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    fn take_pending(&mut self, n: usize) -> Result<(), Error> {
-        if n > self.local.pending {
-            return Err(Error::CommitPastSpare {
-                requested: n,
-                available: self.local.pending,
-            });
-        }
-        self.local.pending -= n;
-        Ok(())
+        self.front_readable(0, n)
     }
 
     /// Copy `data` into the receive block and make it readable.

@@ -59,8 +59,6 @@ fn client_config(
     Arc::new(config)
 }
 
-/// A line echo server for one connection on its own thread: how many lines it echoed and how
-/// its connection ended.
 /// The echo server's result: lines echoed and how its connection ended.
 type Echoed = thread::JoinHandle<(usize, Result<ConnectionEnd, ConnectionError>)>;
 
@@ -260,6 +258,55 @@ fn the_librarys_client_and_server_talk_both_ways_and_close_cleanly() {
     let (lines, server_end) = server.join().unwrap();
     assert_eq!(lines, 1000);
     assert!(server_end.expect("the server's clean end").peer_closed);
+}
+
+/// Records received back to back are opened into one run of plaintext in the receive block (each
+/// record's plaintext written over the header and tag before it): a frame spanning records is one
+/// segment, and `take_frame` shares it instead of copying it together.
+#[test]
+fn a_frame_spanning_records_is_one_segment_shared_not_copied() {
+    const FRAME: usize = 40_000; // three records: 16,384 + 16,384 + 7,232 bytes of plaintext
+    let (cert, key) = cert();
+    let acceptor = acceptor(&cert, key);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            let (mut app, connection) = packetpipe::io::tokio::connection(tls);
+            let connection = tokio::spawn(connection);
+            let read = app.reader.read_at_least(FRAME).await.unwrap();
+            let segments: Vec<(usize, usize)> = read
+                .buffer
+                .segments()
+                .map(|s| (s.as_ptr() as usize, s.len()))
+                .collect();
+            let frame = app.reader.take_frame(FRAME).unwrap();
+            drop(app);
+            let _ = connection.await.unwrap();
+            (segments, frame)
+        })
+    });
+    let payload: Vec<u8> = (0..FRAME).map(|i| (i % 251) as u8).collect();
+    let mut tls = connect(addr, client_config(&cert, None));
+    tls.write_all(&payload).unwrap();
+    tls.flush().unwrap();
+    let (segments, frame) = server.join().unwrap();
+    assert_eq!(&frame[..], &payload[..], "the frame's bytes");
+    assert_eq!(segments.len(), 1, "one run of plaintext: {segments:?}");
+    assert_eq!(segments[0].1, FRAME, "{segments:?}");
+    assert_eq!(
+        frame.as_ptr() as usize,
+        segments[0].0,
+        "the frame is the segment itself, not a copy"
+    );
 }
 
 #[test]

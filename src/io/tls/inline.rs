@@ -5,7 +5,7 @@
 use std::io::{self, IoSlice};
 use std::task::{Context, Poll};
 
-use super::records::{record_len, Opened, Opener, Sealer, HEADER};
+use super::records::{ciphertext_for, record_len, Opened, Opener, Sealer};
 use super::{seal_slices, Outgoing, TlsStream};
 use crate::io::byte_stream::io_error;
 use crate::io::transport::{self, Layer, ReadSide, Received, WriteSide};
@@ -71,21 +71,18 @@ impl TlsRecords {
                 into.pending_skip(pending).map_err(io_error)?;
                 return Ok(Received::Closed);
             }
-            let pending = into.pending_mut();
-            let len = match self.opener.record_len(pending)? {
-                Some(len) if len <= pending.len() => len,
+            let (area, at) = into.pending_mut();
+            let len = match self.opener.record_len(&area[at..])? {
+                Some(len) if len <= area.len() - at => len,
                 _ => break,
             };
-            match self.opener.open(&mut pending[..len])? {
-                Opened::Data { start, len: 0 } => {
-                    debug_assert!(start >= HEADER);
-                    into.pending_skip(len).map_err(io_error)?;
-                }
-                Opened::Data { start, len: plain } => {
-                    into.pending_skip(start).map_err(io_error)?;
-                    into.pending_readable(plain).map_err(io_error)?;
-                    into.pending_skip(len - start - plain).map_err(io_error)?;
-                    readable = true;
+            // The plaintext goes to the front of the free tail, right after the bytes already
+            // readable: consecutive records make one contiguous run, and a frame spanning them
+            // is shared as one segment, not copied together.
+            match self.opener.open(&mut area[..at + len], at)? {
+                Opened::Data { len: plain } => {
+                    into.front_readable(plain, len).map_err(io_error)?;
+                    readable |= plain > 0;
                 }
                 Opened::Control => into.pending_skip(len).map_err(io_error)?,
                 Opened::CloseNotify => {
@@ -103,7 +100,8 @@ impl TlsRecords {
 
     /// Bytes still needed to complete the record at the front of the pending ones.
     fn record_rest(&self, into: &mut Fill<'_>) -> usize {
-        let pending = into.pending_mut();
+        let (area, at) = into.pending_mut();
+        let pending = &area[at..];
         match record_len(pending) {
             Ok(Some(len)) => len.saturating_sub(pending.len()),
             _ => 0,
@@ -114,15 +112,19 @@ impl TlsRecords {
 impl Layer for TlsRecords {
     const PLAIN: bool = false;
 
-    fn take_buffered(&mut self, into: &mut Fill<'_>) -> Option<(usize, io::Result<Received>)> {
+    fn take_buffered(
+        &mut self,
+        into: &mut Fill<'_>,
+        hint: usize,
+    ) -> Option<(usize, io::Result<Received>)> {
         if self.buffered.is_empty() {
             return None;
         }
         let buffered = std::mem::take(&mut self.buffered);
         let result = (|| {
-            let pending = into.pending();
-            let space = into.tail_mut(buffered.len()).map_err(io_error)?;
-            space[pending..pending + buffered.len()].copy_from_slice(&buffered);
+            let need = buffered.len().max(ciphertext_for(hint));
+            let space = into.read_space(need).map_err(io_error)?;
+            space[..buffered.len()].copy_from_slice(&buffered);
             into.add_pending(buffered.len()).map_err(io_error)?;
             self.open_pending(into)
         })();
@@ -134,9 +136,12 @@ impl Layer for TlsRecords {
         into: &'f mut Fill<'_>,
         hint: usize,
     ) -> Result<&'f mut [u8], crate::Error> {
-        let need = hint.max(self.record_rest(into));
-        let pending = into.pending();
-        Ok(&mut into.tail_mut(need)?[pending..])
+        // Room for the records that bring `hint` bytes of plaintext (opened, they shrink to it),
+        // of which the pending bytes are the front.
+        let need = ciphertext_for(hint)
+            .saturating_sub(into.pending())
+            .max(self.record_rest(into));
+        into.read_space(need)
     }
 
     fn received(&mut self, into: &mut Fill<'_>, n: usize) -> io::Result<Received> {

@@ -267,8 +267,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for TlsStream<S> {
             }
             if let Some(len) = this.opener.record_len(&this.received)? {
                 if len <= this.received.len() {
-                    match this.opener.open(&mut this.received[..len])? {
-                        Opened::Data { start, len } => this.plain = start..start + len,
+                    match this.opener.open(&mut this.received[..len], 0)? {
+                        Opened::Data { len } => this.plain = 0..len,
                         Opened::Control => {}
                         Opened::CloseNotify => this.read_closed = true,
                     }

@@ -32,6 +32,13 @@ pub(crate) const MAX_CIPHERTEXT: usize = MAX_PLAINTEXT + 2048;
 /// Longest record: header and ciphertext.
 pub(crate) const MAX_RECORD: usize = HEADER + MAX_CIPHERTEXT;
 
+/// The ciphertext that brings `plaintext` bytes, as records of the suites this layer opens send
+/// them (full records, no padding): the plaintext with each record's header, explicit nonce,
+/// TLS 1.3 content type and tag.
+pub(crate) fn ciphertext_for(plaintext: usize) -> usize {
+    plaintext + plaintext.div_ceil(MAX_PLAINTEXT).max(1) * (HEADER + EXPLICIT + 1 + TAG)
+}
+
 /// The length of the record starting `bytes` (header included), once its header is there;
 /// an error for a header no TLS peer sends.
 pub(crate) fn record_len(bytes: &[u8]) -> io::Result<Option<usize>> {
@@ -207,8 +214,9 @@ impl Keys {
 /// What one received record held.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Opened {
-    /// Application data: `len` plaintext bytes at `start` of the record's bytes (possibly none).
-    Data { start: usize, len: usize },
+    /// Application data: `len` plaintext bytes (possibly none) at the front of the buffer the
+    /// record was opened in.
+    Data { len: usize },
     /// A message for the record layer itself (a session ticket, a key update): nothing to read.
     Control,
     /// The peer's `close_notify`: its last byte was sent.
@@ -247,11 +255,15 @@ impl Opener {
         })
     }
 
-    /// Open the complete record `record` (header included, [`record_len`] bytes) in place: the
-    /// plaintext, or the error to end the connection with (after which the sending side sends
-    /// the peer the matching alert, unless the error is the peer's own alert).
-    pub(crate) fn open(&mut self, record: &mut [u8]) -> io::Result<Opened> {
-        let opened = self.open_record(record);
+    /// Open the complete record at `buf[at..]` (header included, [`record_len`] bytes) within
+    /// `buf`: its plaintext is written to the front of `buf`, over the bytes before the record
+    /// (those of records opened before it, which left their plaintext further front) and its own
+    /// header, in the one pass of the decryption. So records received back to back give
+    /// plaintext back to back, one contiguous run. The plaintext, or the error to end the
+    /// connection with (after which the sending side sends the peer the matching alert, unless
+    /// the error is the peer's own alert).
+    pub(crate) fn open(&mut self, buf: &mut [u8], at: usize) -> io::Result<Opened> {
+        let opened = self.open_record(buf, at);
         // A failed authentication noted its own alert already (the first one noted stays).
         if let Err(e) = &opened {
             if e.kind() != io::ErrorKind::ConnectionAborted {
@@ -274,9 +286,10 @@ impl Opener {
             .compare_exchange(0, alert, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    fn open_record(&mut self, record: &mut [u8]) -> io::Result<Opened> {
+    fn open_record(&mut self, buf: &mut [u8], at: usize) -> io::Result<Opened> {
         let tls13 = self.keys.tls13;
-        let outer = record[0];
+        let header: [u8; HEADER] = buf[at..at + HEADER].try_into().expect("a record's header");
+        let outer = header[0];
         if tls13 && outer != APPLICATION_DATA {
             return Err(invalid(format!(
                 "received an unprotected TLS 1.3 record of type {outer} after the handshake"
@@ -286,7 +299,7 @@ impl Opener {
         self.seq = seq
             .checked_add(1)
             .ok_or_else(|| invalid("TLS record sequence numbers ran out".into()))?;
-        let (header, payload) = record.split_at_mut(HEADER);
+        let payload = &buf[at + HEADER..];
         let explicit = if self.key.explicit { EXPLICIT } else { 0 };
         if payload.len() < explicit + TAG {
             return Err(self.bad_record_mac());
@@ -297,23 +310,22 @@ impl Opener {
             nonce[4..].copy_from_slice(&payload[..EXPLICIT]);
         }
         let nonce = Nonce::assume_unique_for_key(nonce);
-        let sealed = &mut payload[explicit..];
+        let sealed = at + HEADER + explicit..;
         let opened = if tls13 {
             self.key
                 .key
-                .open_in_place(nonce, Aad::from(&*header), sealed)
+                .open_within(nonce, Aad::from(header), buf, sealed)
         } else {
             let aad = tls12_aad(seq, outer, plain_len);
-            self.key.key.open_in_place(nonce, Aad::from(aad), sealed)
+            self.key.key.open_within(nonce, Aad::from(aad), buf, sealed)
         };
         let mut len = match opened {
             Ok(plain) => plain.len(),
             Err(_) => return Err(self.bad_record_mac()),
         };
-        let start = HEADER + explicit;
         let typ = if tls13 {
             // The inner content type is the last non-zero byte; zeros after it are padding.
-            let plain = &record[start..start + len];
+            let plain = &buf[..len];
             let Some(at) = plain.iter().rposition(|&b| b != 0) else {
                 return Err(invalid(
                     "received a TLS 1.3 record with no content type".into(),
@@ -330,8 +342,8 @@ impl Opener {
             )));
         }
         match typ {
-            APPLICATION_DATA => Ok(Opened::Data { start, len }),
-            ALERT => match record[start..start + len] {
+            APPLICATION_DATA => Ok(Opened::Data { len }),
+            ALERT => match buf[..len] {
                 [_, 0] => Ok(Opened::CloseNotify),
                 // A warning that the peer gives up; its close_notify follows (RFC 8446 6.1).
                 [1, 90] => Ok(Opened::Control),
@@ -347,7 +359,7 @@ impl Opener {
                 ))),
             },
             HANDSHAKE => {
-                self.handshake(&record[start..start + len])?;
+                self.handshake(&buf[..len])?;
                 Ok(Opened::Control)
             }
             other => Err(invalid(format!(
