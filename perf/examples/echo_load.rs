@@ -729,7 +729,9 @@ fn parse_options() -> Result<Options, String> {
         }
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         if flag == "--tls" {
-            let key = args.next().ok_or("--tls needs a certificate and a key file (PEM)")?;
+            let key = args
+                .next()
+                .ok_or("--tls needs a certificate and a key file (PEM)")?;
             options.tls = Some(Tls::load(&value, &key)?);
             continue;
         }
@@ -766,8 +768,7 @@ fn main() {
     let servers: Vec<(Server, ServerThread)> = SERVERS
         .into_iter()
         .filter(|server| {
-            options.tls.is_none()
-                || !matches!(server, Server::PacketpipeUring | Server::UringFloor)
+            options.tls.is_none() || !matches!(server, Server::PacketpipeUring | Server::UringFloor)
         })
         .filter_map(|server| Some((server, ServerThread::start(server, options.tls.as_ref())?)))
         .collect();
@@ -921,7 +922,8 @@ pub struct Tls {
 }
 
 impl Tls {
-    fn load(cert: &str, key: &str) -> Result<Tls, String> {
+    /// From PEM files: the certificate chain, then its private key.
+    pub fn load(cert: &str, key: &str) -> Result<Tls, String> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         let certs = CertificateDer::pem_file_iter(cert)

@@ -2,7 +2,7 @@
 //! in pieces that cut headers and payloads anywhere, come back byte for byte, and the client's
 //! end of stream ends the echo; and the load generator of `examples/echo_load.rs` runs against
 //! it, its io_uring variant and both tokio-util echo servers, every message answered, the
-//! packetpipe servers allocating nothing per message in steady state.
+//! packetpipe servers allocating nothing per message in steady state; and the same over TLS.
 
 #[path = "../../perf/examples/echo_load.rs"]
 #[allow(dead_code)] // its `main`, and what only `main` uses
@@ -67,9 +67,10 @@ fn load_generator_gets_every_message_answered() {
         measure: Duration::from_millis(300),
         repeats: 1,
         syscalls: false,
+        tls: None,
     };
     for server in echo_load::SERVERS {
-        let Some(thread) = ServerThread::start(server) else {
+        let Some(thread) = ServerThread::start(server, None) else {
             // Only the io_uring servers can be missing: without io_uring here, or without the
             // feature.
             assert!(
@@ -106,6 +107,50 @@ fn load_generator_gets_every_message_answered() {
                 figures.allocations_per_message
             ),
             _ => {}
+        }
+        thread.stop();
+    }
+}
+
+/// The load generator's `--tls` mode: packetpipe's TLS echo and tokio-util's over
+/// `tokio-rustls`, every message answered, packetpipe's allocating nothing per message.
+#[cfg(feature = "tls")]
+#[test]
+fn load_generator_over_tls_gets_every_message_answered() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("echo_load_tls_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert_file, key_file) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let tls = echo_load::Tls::load(cert_file.to_str().unwrap(), key_file.to_str().unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    let options = Options {
+        connections: vec![4],
+        outstanding: vec![4],
+        size: 64,
+        warmup: Duration::from_millis(300),
+        measure: Duration::from_millis(300),
+        repeats: 1,
+        syscalls: false,
+        tls: Some(tls.unwrap()),
+    };
+    for server in [
+        Server::Packetpipe,
+        Server::TokioUtilForward,
+        Server::TokioUtilSend,
+    ] {
+        let thread = ServerThread::start(server, options.tls.as_ref()).expect("a tokio server");
+        let figures = echo_load::run(&thread, &options, 4, 4);
+        assert!(
+            figures.messages_per_s > 0.0,
+            "{server:?}: no message measured"
+        );
+        if server == Server::Packetpipe {
+            assert_eq!(
+                figures.allocations_per_message, 0.0,
+                "{server:?}: the packetpipe TLS echo server allocated in steady state"
+            );
         }
         thread.stop();
     }
