@@ -57,7 +57,7 @@
 # printed with their change and never fail the guard.
 #
 # Takes about 80 s on a 2-core machine for the first five cases (20 runs under callgrind, 2-12 s
-# each), about 30 s more for the two HTTP cases (8 runs) and 18-21 s more for the two HTTPS cases
+# each), about 30 s more for the two HTTP cases (8 runs) and 18-22 s more for the two HTTPS cases
 # (8 runs; the same N as the HTTP cases), after building packetpipe and the programs (the TLS
 # programs are a second build of packetpipe, with ring and rustls): about a minute after .ci/run's
 # "benches build" step, a few minutes from nothing.
