@@ -25,7 +25,16 @@
 #                 examples/http_server.rs against tokio-util `Framed` + `BytesMut` with the same
 #                 httparse decoder (perf/examples/http_server_tokio_util.rs), loaded by
 #                 perf/examples/http_count.rs (every response checked byte for byte);
-#   http-P16-8    the same with 16 pipelined requests per write.
+#   http-P16-8    the same with 16 pipelined requests per write;
+#   https-plain-8 http-plain-8 over TLS: the same two servers with `--tls CERT KEY` (the packetpipe
+#                 example built with `--features tokio,tls`: records decrypted and encrypted in
+#                 place in pooled blocks; the tokio-util twin over tokio-rustls, both rustls 0.23
+#                 with its `ring` provider, ALPN `http/1.1`), a self-signed P-256 certificate the
+#                 script makes with openssl; `http_count --tls` (rustls' blocking client) does
+#                 one full handshake per connection, then the same requests and checks. The
+#                 handshakes are the same in the N and 3N runs, so the differencing cancels them:
+#                 the count is of the records, the HTTP and the I/O per request;
+#   https-P16-8   the same with 16 pipelined requests per write.
 #
 # E2E_HYPER=1 also counts the same HTTP server on hyper 1.x (perf/examples/http_server_hyper.rs)
 # in the http-* cases and prints it below the table (not held to a budget, not written).
@@ -48,14 +57,17 @@
 # printed with their change and never fail the guard.
 #
 # Takes about 80 s on a 2-core machine for the first five cases (20 runs under callgrind, 2-12 s
-# each) and about 30 s more for the two HTTP cases (8 runs), after building packetpipe and the
-# programs: about a minute after .ci/run's "benches build" step, a few minutes from nothing.
+# each), about 30 s more for the two HTTP cases (8 runs) and 18-22 s more for the two HTTPS cases
+# (8 runs; the same N as the HTTP cases), after building packetpipe and the programs (the TLS
+# programs are a second build of packetpipe, with ring and rustls): about a minute after .ci/run's
+# "benches build" step, a few minutes from nothing.
 set -euo pipefail
 shopt -s inherit_errexit # a failed client inside $(count ...) stops the script
 cd "$(dirname "$0")/.."
 
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install -y valgrind)" >&2; exit 2; }
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark is not installed (apt-get install -y redis-tools)" >&2; exit 2; }
+command -v openssl >/dev/null || { echo "openssl is not installed (apt-get install -y openssl)" >&2; exit 2; }
 # As .ci/run sets it (glibc's rep-movsb threshold makes 4-64 KiB memcpy ~40x slow on these AMD
 # machines): it picks memcpy's code path, so the counts depend on it.
 export GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2000000
@@ -68,7 +80,7 @@ case "${1:-}" in
     "") ;;
     *) echo "usage: bash scripts/e2e_instructions.sh [--update]" >&2; exit 2 ;;
 esac
-all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64 http-plain-8 http-P16-8"
+all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64 http-plain-8 http-P16-8 https-plain-8 https-P16-8"
 # E2E_CASES="rpc-32 lines-4x64": measure and check those only (to look into one; with --update,
 # only their rows of the budget are rewritten, the others' kept as they are).
 cases=${E2E_CASES:-$all_cases}
@@ -81,23 +93,40 @@ cases=${E2E_CASES:-$all_cases}
 # the generic code instantiated in a program (tokio-util's `Framed` as much as packetpipe's) is
 # split into units, and so inlined, changes with any change to packetpipe, and moved the peers'
 # unchanged servers by up to 4% between two commits of packetpipe; with one unit, 0.2%.
-cargo build -q --profile bench --workspace --features packetpipe/tokio \
-    --config 'profile.bench.package.packetpipe.codegen-units=1' \
-    --config 'profile.bench.package.packetpipe-perf.codegen-units=1' \
-    --example resp_server --example resp_server_tokio_util --example echo_count --example e2e_count \
-    --example http_server --example http_server_tokio_util --example http_server_hyper --example http_count
-bin=${CARGO_TARGET_DIR:-target}/release/examples
+#
+# The https-* cases' three programs are built the same way with the `tls` features (packetpipe's
+# and packetpipe-perf's), first, and copied aside: the build without them then puts the plain
+# programs back under the same names, so the other cases run what they ran without TLS built in.
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
+build() { # extra features, programs
+    local features=$1
+    shift
+    cargo build -q --profile bench --workspace --features "packetpipe/tokio$features" \
+        --config 'profile.bench.package.packetpipe.codegen-units=1' \
+        --config 'profile.bench.package.packetpipe-perf.codegen-units=1' "$@"
+}
+bin=${CARGO_TARGET_DIR:-target}/release/examples
+tls_bin=$log/tls
+build ,packetpipe/tls,packetpipe-perf/tls --example http_server --example http_server_tokio_util --example http_count
+mkdir "$tls_bin"
+cp "$bin/http_server" "$bin/http_server_tokio_util" "$bin/http_count" "$tls_bin/"
+build "" --example resp_server --example resp_server_tokio_util --example echo_count --example e2e_count \
+    --example http_server --example http_server_tokio_util --example http_server_hyper --example http_count
+# The https-* cases' certificate (as scripts/http_bench.sh makes it).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -days 2 \
+    -keyout "$log/key.pem" -out "$log/cert.pem" 2>/dev/null
 
 declare -A messages=( # N, per connection (redis-benchmark: in all)
     [echo-16x1]=3000 [echo-16x16]=12000 [rpc-32]=20000 [resp-get-P16]=128000 [lines-4x64]=20480
-    [http-plain-8]=1500 [http-P16-8]=4800)
+    [http-plain-8]=1500 [http-P16-8]=4800 [https-plain-8]=1500 [https-P16-8]=4800)
 declare -A connections=([echo-16x1]=16 [echo-16x16]=16 [rpc-32]=1 [resp-get-P16]=1 [lines-4x64]=4
-    [http-plain-8]=8 [http-P16-8]=8)
+    [http-plain-8]=8 [http-P16-8]=8 [https-plain-8]=8 [https-P16-8]=8)
 declare -A peer_name=([echo-16x1]="tokio-util forward" [echo-16x16]="tokio-util forward"
     [rpc-32]="std BufReader/BufWriter" [resp-get-P16]="tokio-util Framed" [lines-4x64]="tokio-util LinesCodec"
-    [http-plain-8]="tokio-util Framed + BytesMut" [http-P16-8]="tokio-util Framed + BytesMut")
+    [http-plain-8]="tokio-util Framed + BytesMut" [http-P16-8]="tokio-util Framed + BytesMut"
+    [https-plain-8]="tokio-rustls + tokio-util Framed" [https-P16-8]="tokio-rustls + tokio-util Framed")
 
 server_command() { # case side -> the server's command line, less its address
     case "$1/$2" in
@@ -112,6 +141,8 @@ server_command() { # case side -> the server's command line, less its address
         http-*/packetpipe) echo "$bin/http_server" ;;
         http-*/peer) echo "$bin/http_server_tokio_util" ;;
         http-*/hyper) echo "$bin/http_server_hyper" ;;
+        https-*/packetpipe) echo "$tls_bin/http_server --tls $log/cert.pem $log/key.pem" ;;
+        https-*/peer) echo "$tls_bin/http_server_tokio_util --tls $log/cert.pem $log/key.pem" ;;
     esac
 }
 
@@ -132,6 +163,8 @@ client() { # case address messages: load the server, return once every reply is 
         lines-4x64) timeout 300 "$bin/e2e_count" lines "$addr" 4 "$m" 64 32 ;;
         http-plain-8) timeout 300 "$bin/http_count" "$addr" 8 "$m" 1 ;;
         http-P16-8) timeout 300 "$bin/http_count" "$addr" 8 "$m" 16 ;;
+        https-plain-8) timeout 300 "$tls_bin/http_count" --tls "$addr" 8 "$m" 1 ;;
+        https-P16-8) timeout 300 "$tls_bin/http_count" --tls "$addr" 8 "$m" 16 ;;
     esac >/dev/null
 }
 

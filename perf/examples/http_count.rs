@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! cargo build --release -p packetpipe-perf --example http_count
-//! target/release/examples/http_count ADDR CONNECTIONS REQUESTS DEPTH
+//! target/release/examples/http_count [--tls] ADDR CONNECTIONS REQUESTS DEPTH
 //! target/release/examples/http_count idle ADDR CONNECTIONS
+//! target/release/examples/http_count idle-tls ADDR CONNECTIONS
 //! ```
 //!
 //! `ADDR CONNECTIONS REQUESTS DEPTH` opens CONNECTIONS keep-alive connections (a thread each);
@@ -17,12 +18,29 @@
 //!
 //! `idle ADDR CONNECTIONS` opens CONNECTIONS connections, sends one `GET /` on each, reads every
 //! response, prints `answered`, and keeps the connections open, idle, until its standard input
-//! closes.
+//! closes. `idle-tls ADDR CONNECTIONS` does the same over TLS: each connection completes its
+//! handshake before it sends its request.
+//!
+//! With `--tls` each connection of the load is TLS: the handshake once, at the start, then the
+//! same requests and checks over the TLS stream; at the end the client sends `close_notify` and
+//! expects the server's. The TLS client is rustls' blocking one (`rustls::StreamOwned`, the
+//! `ring` provider, ALPN `http/1.1`, server name `localhost`, no session resumption: every
+//! handshake is a full one). It accepts whatever certificate the server presents (it checks the
+//! handshake's signature against the certificate's key, not the certificate's chain): the
+//! servers measured use a self-signed certificate made for the run, and this program measures
+//! them, it does not authenticate them.
 #![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
+use tokio_rustls::rustls;
 
 /// The response every server gives `GET /`.
 pub const RESPONSE: &[u8] =
@@ -34,15 +52,128 @@ fn request(addr: &str) -> Vec<u8> {
     format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes()
 }
 
-/// One connection: `requests` requests, `depth` per write, every response checked.
-fn connection(addr: &str, requests: usize, depth: usize) -> Result<(), BoxError> {
+/// A certificate verifier that accepts any certificate, and checks the handshake's signature
+/// with the certificate's key (see the module's comment for why).
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The TLS client configuration: `ring`, ALPN `http/1.1`, no resumption, any certificate.
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    // The process's default provider: `ring`, the one rustls is built with here (as the servers').
+    let builder = rustls::ClientConfig::builder();
+    let provider = builder.crypto_provider().clone();
+    let mut config = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.resumption = rustls::client::Resumption::disabled();
+    Arc::new(config)
+}
+
+type TlsClient = StreamOwned<ClientConnection, TcpStream>;
+
+/// A TLS connection to `addr`, its handshake completed.
+fn connect_tls(addr: &str, config: &Arc<rustls::ClientConfig>) -> Result<TlsClient, BoxError> {
     let mut tcp = TcpStream::connect(addr)?;
     tcp.set_nodelay(true)?;
+    let name = ServerName::try_from("localhost")?;
+    let mut tls = ClientConnection::new(config.clone(), name)?;
+    while tls.is_handshaking() {
+        tls.complete_io(&mut tcp)?;
+    }
+    Ok(StreamOwned::new(tls, tcp))
+}
+
+/// A client connection, plain or TLS.
+trait Client: Read + Write {
+    /// Ends the sending side: TCP's, after `close_notify` on TLS.
+    fn finish(&mut self) -> std::io::Result<()>;
+    /// The TCP socket underneath.
+    fn socket(&self) -> &TcpStream;
+}
+
+impl Client for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+impl Client for TlsClient {
+    fn socket(&self) -> &TcpStream {
+        self.get_ref()
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.conn.send_close_notify();
+        self.flush()?;
+        self.sock.shutdown(Shutdown::Write)
+    }
+}
+
+/// One connection: `requests` requests, `depth` per write, every response checked.
+fn connection(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    requests: usize,
+    depth: usize,
+) -> Result<(), BoxError> {
+    let mut client: Box<dyn Client> = match tls {
+        Some(config) => Box::new(connect_tls(addr, config)?),
+        None => {
+            let tcp = TcpStream::connect(addr)?;
+            tcp.set_nodelay(true)?;
+            Box::new(tcp)
+        }
+    };
+    let tcp = &mut client;
     let burst = request(addr).repeat(depth);
     let expected = RESPONSE.repeat(depth);
     let mut responses = vec![0u8; expected.len()];
     for _ in 0..requests / depth {
         tcp.write_all(&burst)?;
+        tcp.flush()?;
         tcp.read_exact(&mut responses)?;
         if responses != expected {
             return Err(format!(
@@ -52,7 +183,7 @@ fn connection(addr: &str, requests: usize, depth: usize) -> Result<(), BoxError>
             .into());
         }
     }
-    tcp.shutdown(Shutdown::Write)?;
+    tcp.finish()?;
     let mut rest = Vec::new();
     tcp.read_to_end(&mut rest)?;
     if !rest.is_empty() {
@@ -61,13 +192,21 @@ fn connection(addr: &str, requests: usize, depth: usize) -> Result<(), BoxError>
     Ok(())
 }
 
-fn load(addr: &str, connections: usize, requests: usize, depth: usize) -> Result<(), BoxError> {
+fn load(
+    addr: &str,
+    tls: bool,
+    connections: usize,
+    requests: usize,
+    depth: usize,
+) -> Result<(), BoxError> {
     if depth == 0 || requests % depth != 0 {
         return Err("REQUESTS must be a multiple of DEPTH".into());
     }
+    let config = tls.then(tls_config);
+    let config = config.as_ref();
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..connections)
-            .map(|_| scope.spawn(|| connection(addr, requests, depth)))
+            .map(|_| scope.spawn(|| connection(addr, config, requests, depth)))
             .collect();
         threads
             .into_iter()
@@ -75,16 +214,23 @@ fn load(addr: &str, connections: usize, requests: usize, depth: usize) -> Result
     })
 }
 
-fn idle(addr: &str, connections: usize) -> Result<(), BoxError> {
+fn idle(addr: &str, tls: bool, connections: usize) -> Result<(), BoxError> {
     let request = request(addr);
-    let mut clients = Vec::with_capacity(connections);
+    let config = tls.then(tls_config);
+    let mut clients: Vec<Box<dyn Client>> = Vec::with_capacity(connections);
     for _ in 0..connections {
-        let mut client = TcpStream::connect(addr)?;
+        let mut client: Box<dyn Client> = match &config {
+            Some(config) => Box::new(connect_tls(addr, config)?),
+            None => Box::new(TcpStream::connect(addr)?),
+        };
         client.write_all(&request)?;
+        client.flush()?;
         clients.push(client);
     }
     for client in clients.iter_mut() {
-        client.set_read_timeout(Some(Duration::from_secs(60)))?;
+        client
+            .socket()
+            .set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut response = [0; RESPONSE.len()];
         client.read_exact(&mut response)?;
         if response != RESPONSE {
@@ -95,6 +241,9 @@ fn idle(addr: &str, connections: usize) -> Result<(), BoxError> {
     std::io::stdout().flush()?;
     let mut rest = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut rest);
+    for client in clients.iter_mut() {
+        let _ = client.finish();
+    }
     Ok(())
 }
 
@@ -107,13 +256,26 @@ fn main() {
         })
     };
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["idle", addr, connections] => idle(addr, number(connections)),
-        [addr, connections, requests, depth] => {
-            load(addr, number(connections), number(requests), number(depth))
-        }
+        ["idle", addr, connections] => idle(addr, false, number(connections)),
+        ["idle-tls", addr, connections] => idle(addr, true, number(connections)),
+        [addr, connections, requests, depth] => load(
+            addr,
+            false,
+            number(connections),
+            number(requests),
+            number(depth),
+        ),
+        ["--tls", addr, connections, requests, depth] => load(
+            addr,
+            true,
+            number(connections),
+            number(requests),
+            number(depth),
+        ),
         _ => {
-            eprintln!("usage: http_count ADDR CONNECTIONS REQUESTS DEPTH");
+            eprintln!("usage: http_count [--tls] ADDR CONNECTIONS REQUESTS DEPTH");
             eprintln!("       http_count idle ADDR CONNECTIONS");
+            eprintln!("       http_count idle-tls ADDR CONNECTIONS");
             std::process::exit(2);
         }
     };

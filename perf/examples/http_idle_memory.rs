@@ -1,12 +1,22 @@
 //! Memory per idle keep-alive HTTP/1.1 connection of the three HTTP servers: the example's
 //! (`examples/http_server.rs`, packetpipe `Framed`), its tokio-util twin
-//! (`http_server_tokio_util.rs`) and its hyper twin (`http_server_hyper.rs`).
+//! (`http_server_tokio_util.rs`) and its hyper twin (`http_server_hyper.rs`); and over TLS, of
+//! the example's TLS serving (`packetpipe-tls`: packetpipe's `TlsAcceptor`, records decrypted in
+//! pooled blocks) and of the tokio-util twin's (`tokio-rustls`: its `Framed` loop over a
+//! tokio-rustls `TlsStream`).
 //!
 //! ```text
-//! cargo build --release -p packetpipe-perf --example http_idle_memory --example http_count
-//! ulimit -n 65536
-//! target/release/examples/http_idle_memory packetpipe|tokio-util|hyper [CONNECTIONS]
+//! cargo build --release -p packetpipe-perf --features tls --example http_idle_memory --example http_count
+//! ulimit -n 20000   # CONNECTIONS and a few more, in this process and in the client's
+//! target/release/examples/http_idle_memory packetpipe|tokio-util|hyper|packetpipe-tls|tokio-rustls [CONNECTIONS]
 //! ```
+//!
+//! The two TLS servers need the `tls` feature. They share one rustls server configuration: a
+//! self-signed certificate for `localhost` made in this process (rcgen: ECDSA P-256), rustls'
+//! default provider (`ring`, the one built here), ALPN `http/1.1`, everything else rustls'
+//! defaults (two TLS 1.3 session tickets per connection, kept in rustls' in-memory session cache
+//! of 256 entries, which this process shares between its connections). Their clients are
+//! `http_count idle-tls` (rustls' blocking client, full handshakes, no resumption).
 //!
 //! The named server runs in this process on a current-thread tokio runtime (its own connection
 //! code, included by path). CONNECTIONS clients (default 10,000; `http_count idle`, a child
@@ -34,6 +44,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+#[cfg(feature = "tls")]
+use tokio_rustls::rustls;
+
 use packetpipe::Pool;
 
 #[global_allocator]
@@ -50,11 +63,36 @@ fn rss() -> u64 {
     kib * 1024
 }
 
+/// The TLS server configuration both TLS servers use: a self-signed certificate for `localhost`,
+/// ALPN `http/1.1`, as the example's `load_tls` makes from PEM files.
+#[cfg(feature = "tls")]
+fn tls_config() -> std::sync::Arc<rustls::ServerConfig> {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("a certificate");
+    let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(generated.key_pair.serialize_der()));
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![generated.cert.der().clone()], key)
+        .expect("the certificate and its key");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    std::sync::Arc::new(config)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let server = args.first().map(String::as_str).unwrap_or("");
-    if !matches!(server, "packetpipe" | "tokio-util" | "hyper") {
-        eprintln!("usage: http_idle_memory packetpipe|tokio-util|hyper [CONNECTIONS]");
+    let tls = matches!(server, "packetpipe-tls" | "tokio-rustls");
+    if !tls && !matches!(server, "packetpipe" | "tokio-util" | "hyper") {
+        eprintln!(
+            "usage: http_idle_memory packetpipe|tokio-util|hyper|packetpipe-tls|tokio-rustls \
+             [CONNECTIONS]"
+        );
+        std::process::exit(2);
+    }
+    if tls && cfg!(not(feature = "tls")) {
+        eprintln!("built without feature tls: {server} needs `--features tls`");
         std::process::exit(2);
     }
     let n: usize = args.get(1).map_or(10_000, |v| v.parse().expect("a count"));
@@ -73,6 +111,14 @@ fn main() {
         let listener = socket.listen(4096).expect("listen");
         let addr = listener.local_addr().expect("the address");
         let hyper = http_server_hyper::builder();
+        #[cfg(feature = "tls")]
+        let (packetpipe_tls, tokio_rustls) = {
+            let config = tls_config();
+            (
+                packetpipe::io::tls::TlsAcceptor::from(config.clone()),
+                tokio_rustls::TlsAcceptor::from(config),
+            )
+        };
         let (heap0, rss0) = (counting_alloc::live_bytes(), rss());
         let kind = server.to_string();
         let accept = tokio::spawn(async move {
@@ -86,12 +132,29 @@ fn main() {
                     "tokio-util" => drop(tokio::spawn(async move {
                         let _ = http_server_tokio_util::serve(socket).await;
                     })),
+                    #[cfg(feature = "tls")]
+                    "packetpipe-tls" => drop(tokio::spawn(http_server::serve_tls(
+                        packetpipe_tls.clone(),
+                        socket,
+                        http_server::Limits::default(),
+                    ))),
+                    #[cfg(feature = "tls")]
+                    "tokio-rustls" => {
+                        let acceptor = tokio_rustls.clone();
+                        drop(tokio::spawn(async move {
+                            let _ = http_server_tokio_util::serve_tls(acceptor, socket).await;
+                        }))
+                    }
                     _ => drop(tokio::spawn(http_server_hyper::serve(&hyper, socket))),
                 }
             }
         });
         let mut child = Command::new(&client)
-            .args(["idle", &addr.to_string(), &n.to_string()])
+            .args([
+                if tls { "idle-tls" } else { "idle" },
+                &addr.to_string(),
+                &n.to_string(),
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -340,7 +340,7 @@ fn load_tls(cert: &str, key: &str) -> std::io::Result<TlsAcceptor> {
 
 /// Serve one TCP connection over TLS: the handshake (within [`HANDSHAKE_TIMEOUT`]), then the
 /// requests as on a plain connection.
-async fn serve_tls(acceptor: TlsAcceptor, socket: TcpStream) -> std::io::Result<()> {
+pub async fn serve_tls(acceptor: TlsAcceptor, socket: TcpStream) -> std::io::Result<()> {
     socket.set_nodelay(true)?;
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
         Ok(Ok(tls)) => serve_stream(tls).await,
