@@ -68,7 +68,7 @@ fn main() -> std::io::Result<()> {
                 driver.listen(listener)?;
                 return driver.run(|pipe| async {
                     if let Err(e) = serve_pipes(pipe).await {
-                        eprintln!("connection ended with {e}");
+                        eprintln!("connection ended with {}", with_causes(&e));
                     }
                 });
             }
@@ -87,9 +87,21 @@ fn main() -> std::io::Result<()> {
             let (socket, _) = listener.accept().await?;
             tokio::spawn(async move {
                 if let Err(e) = serve(socket).await {
-                    eprintln!("connection ended with {e}");
+                    eprintln!("connection ended with {}", with_causes(&e));
                 }
             });
         }
     })
+}
+
+/// An error with the errors it wraps (`source()`), which its own text leaves out: "the reader
+/// completed with an error: the TLS peer sent an alert: ...".
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        text += &format!(": {error}");
+        cause = error.source();
+    }
+    text
 }

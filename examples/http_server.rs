@@ -633,7 +633,7 @@ where
     let (mut out, mut requests) = packetpipe::frame::Framed::new(stream, Http::new(limits)).split();
     match serve(&mut out, &mut requests).await {
         Ok(()) => drop(tokio::time::timeout(Duration::from_secs(1), drain(requests)).await),
-        Err(e) => eprintln!("connection ended with {e}"),
+        Err(e) => eprintln!("connection ended with {}", with_causes(&e)),
     }
 }
 
@@ -696,7 +696,7 @@ pub async fn serve_pipe(pipe: packetpipe::io::DuplexPipe, limits: Limits) {
     let mut out = FrameWriter::new(pipe.writer, Http::new(limits));
     match serve(&mut out, &mut requests).await {
         Ok(()) => drop(drain(requests).await),
-        Err(e) => eprintln!("connection ended with {e}"),
+        Err(e) => eprintln!("connection ended with {}", with_causes(&e)),
     }
 }
 
@@ -821,4 +821,16 @@ fn main() -> std::io::Result<()> {
             tokio::spawn(serve_tcp(socket, limits));
         }
     })
+}
+
+/// An error with the errors it wraps (`source()`), which its own text leaves out: "the reader
+/// completed with an error: the TLS peer sent an alert: ...".
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        text += &format!(": {error}");
+        cause = error.source();
+    }
+    text
 }
