@@ -7,10 +7,13 @@
 //! they take a `TcpStream`:
 //!
 //! - Receiving: ciphertext is read straight into the reader's receive block, each record is
-//!   authenticated and decrypted where it lies, and its plaintext is what the reader sees, as a
-//!   segment of that block (a frame above the copy threshold taken out of it shares the block:
-//!   no plaintext byte is copied). A record split across reads is made contiguous once, at the
-//!   start of a fresh block (records are at most 16 KiB and 2 KiB of overhead). A connection
+//!   authenticated and decrypted in the block, its plaintext written over the header and tag
+//!   before it, so that records received back to back give one contiguous run of plaintext: what
+//!   the reader sees, as a segment of that block (a frame above the copy threshold taken out of
+//!   it, records spanned included, shares the block: no plaintext byte is copied). A record split
+//!   across reads is made contiguous once, at the start of a fresh block, when the block it began
+//!   in has no room for the rest (records are at most 16 KiB and 2 KiB of overhead); a read for
+//!   a large frame asks for room for the records that bring it. A connection
 //!   waiting for its peer holds no block, as a plain one does (unless a record is half there).
 //! - Sending: each flush seals what the writer staged into records (up to 16 KiB of plaintext
 //!   each), each encrypted in place in a pooled block, and writes them with one vectored write.
