@@ -63,6 +63,35 @@ fn client_config(
 type Echoed = thread::JoinHandle<(usize, Result<ConnectionEnd, ConnectionError>)>;
 
 fn echo_server(acceptor: TlsAcceptor) -> (std::net::SocketAddr, Echoed) {
+    serve_one(acceptor, |tls| async move {
+        let (app, connection) = packetpipe::io::tokio::connection(tls);
+        let connection = tokio::spawn(connection);
+        let mut lines = Frames::new(app.reader, Lines::new());
+        let mut out = FrameWriter::new(app.writer, Lines::new());
+        let mut n = 0;
+        while let Some(line) = lines.next().await {
+            let Ok(line) = line else { break };
+            if out.send(line).await.is_err() {
+                break;
+            }
+            n += 1;
+        }
+        let _ = out.close().await;
+        (n, connection.await.unwrap())
+    })
+}
+
+/// A server for one TLS connection on its own thread (a current-thread runtime): `serve` gets
+/// the stream once the handshake is done; its result is the thread's.
+fn serve_one<T, F, Fut>(
+    acceptor: TlsAcceptor,
+    serve: F,
+) -> (std::net::SocketAddr, thread::JoinHandle<T>)
+where
+    T: Send + 'static,
+    F: FnOnce(packetpipe::io::tls::TlsStream<tokio::net::TcpStream>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -75,20 +104,7 @@ fn echo_server(acceptor: TlsAcceptor) -> (std::net::SocketAddr, Echoed) {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let (tcp, _) = listener.accept().await.unwrap();
             let tls = acceptor.accept(tcp).await.unwrap();
-            let (app, connection) = packetpipe::io::tokio::connection(tls);
-            let connection = tokio::spawn(connection);
-            let mut lines = Frames::new(app.reader, Lines::new());
-            let mut out = FrameWriter::new(app.writer, Lines::new());
-            let mut n = 0;
-            while let Some(line) = lines.next().await {
-                let Ok(line) = line else { break };
-                if out.send(line).await.is_err() {
-                    break;
-                }
-                n += 1;
-            }
-            let _ = out.close().await;
-            (n, connection.await.unwrap())
+            serve(tls).await
         })
     });
     (addr, server)
@@ -267,32 +283,19 @@ fn the_librarys_client_and_server_talk_both_ways_and_close_cleanly() {
 fn a_frame_spanning_records_is_one_segment_shared_not_copied() {
     const FRAME: usize = 40_000; // three records: 16,384 + 16,384 + 7,232 bytes of plaintext
     let (cert, key) = cert();
-    let acceptor = acceptor(&cert, key);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let server = thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let (tcp, _) = listener.accept().await.unwrap();
-            let tls = acceptor.accept(tcp).await.unwrap();
-            let (mut app, connection) = packetpipe::io::tokio::connection(tls);
-            let connection = tokio::spawn(connection);
-            let read = app.reader.read_at_least(FRAME).await.unwrap();
-            let segments: Vec<(usize, usize)> = read
-                .buffer
-                .segments()
-                .map(|s| (s.as_ptr() as usize, s.len()))
-                .collect();
-            let frame = app.reader.take_frame(FRAME).unwrap();
-            drop(app);
-            let _ = connection.await.unwrap();
-            (segments, frame)
-        })
+    let (addr, server) = serve_one(acceptor(&cert, key), |tls| async move {
+        let (mut app, connection) = packetpipe::io::tokio::connection(tls);
+        let connection = tokio::spawn(connection);
+        let read = app.reader.read_at_least(FRAME).await.unwrap();
+        let segments: Vec<(usize, usize)> = read
+            .buffer
+            .segments()
+            .map(|s| (s.as_ptr() as usize, s.len()))
+            .collect();
+        let frame = app.reader.take_frame(FRAME).unwrap();
+        drop(app);
+        let _ = connection.await.unwrap();
+        (segments, frame)
     });
     let payload: Vec<u8> = (0..FRAME).map(|i| (i % 251) as u8).collect();
     let mut tls = connect(addr, client_config(&cert, None));
@@ -312,25 +315,12 @@ fn a_frame_spanning_records_is_one_segment_shared_not_copied() {
 #[test]
 fn a_framed_takes_a_tls_stream_as_it_takes_a_tcp_stream() {
     let (cert, key) = cert();
-    let acceptor = acceptor(&cert, key);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let server = thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let (tcp, _) = listener.accept().await.unwrap();
-            let tls = acceptor.accept(tcp).await.unwrap();
-            let (mut out, mut lines) = Framed::new(tls, Lines::new()).split();
-            while let Some(line) = lines.next().await {
-                out.send(line.unwrap().to_uppercase()).await.unwrap();
-            }
-            out.close().await.unwrap();
-        })
+    let (addr, server) = serve_one(acceptor(&cert, key), |tls| async move {
+        let (mut out, mut lines) = Framed::new(tls, Lines::new()).split();
+        while let Some(line) = lines.next().await {
+            out.send(line.unwrap().to_uppercase()).await.unwrap();
+        }
+        out.close().await.unwrap();
     });
     let mut tls = connect(addr, client_config(&cert, None));
     tls.write_all(b"hello\nworld\n").unwrap();
