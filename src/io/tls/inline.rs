@@ -20,9 +20,11 @@ pub(crate) fn connect<S, R: ReadSide, W: WriteSide>(
 ) -> (DuplexPipe, Connection) {
     debug_assert!(stream.is_fresh());
     let (read, write) = split(stream.stream);
+    let mut buffered = stream.received;
+    buffered.truncate(stream.filled);
     let records = TlsRecords {
         opener: stream.opener,
-        buffered: stream.received,
+        buffered,
         closed: false,
     };
     let mut sealer = stream.sealer;

@@ -176,8 +176,10 @@ pub struct TlsStream<S> {
     stream: S,
     opener: Opener,
     sealer: Sealer,
-    /// Ciphertext received and not opened yet (from `opened` on).
+    /// Ciphertext received and not opened yet (`received[opened..filled]`); the bytes after
+    /// `filled` are room for the next read, zeroed once when the buffer grew.
     received: Vec<u8>,
+    filled: usize,
     /// `received[..opened]` holds opened records; `plain` the plaintext not yet read of the
     /// last one.
     opened: usize,
@@ -210,6 +212,7 @@ impl<S> TlsStream<S> {
             stream,
             opener,
             sealer,
+            filled: received.len(),
             received,
             opened: 0,
             plain: 0..0,
@@ -247,6 +250,9 @@ impl<S> fmt::Debug for TlsStream<S> {
     }
 }
 
+/// Bytes a read of the stream's own `AsyncRead` asks for.
+const READ: usize = 16 * 1024;
+
 impl<S: AsyncRead + Unpin> AsyncRead for TlsStream<S> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -265,11 +271,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for TlsStream<S> {
                 return Poll::Ready(Ok(()));
             }
             if this.opened > 0 {
-                this.received.drain(..this.opened);
+                this.received.copy_within(this.opened..this.filled, 0);
+                this.filled -= this.opened;
                 this.opened = 0;
             }
-            if let Some(len) = this.opener.record_len(&this.received)? {
-                if len <= this.received.len() {
+            if let Some(len) = this.opener.record_len(&this.received[..this.filled])? {
+                if len <= this.filled {
                     match this.opener.open(&mut this.received[..len], 0)? {
                         Opened::Data { len } => this.plain = 0..len,
                         Opened::Control => {}
@@ -279,12 +286,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for TlsStream<S> {
                     continue;
                 }
             }
-            let had = this.received.len();
-            this.received.resize(had + 16 * 1024, 0);
-            let mut read = ReadBuf::new(&mut this.received[had..]);
+            let had = this.filled;
+            if this.received.len() < had + READ {
+                this.received.resize(had + READ, 0);
+            }
+            let mut read = ReadBuf::new(&mut this.received[had..had + READ]);
             let result = Pin::new(&mut this.stream).poll_read(cx, &mut read);
             let n = read.filled().len();
-            this.received.truncate(had + n);
+            this.filled += n;
             ready!(result)?;
             if n == 0 {
                 return Poll::Ready(Err(inline::unexpected_end(had)));
