@@ -312,6 +312,60 @@ fn a_frame_spanning_records_is_one_segment_shared_not_copied() {
     );
 }
 
+/// An idle TLS connection holds no pooled block, as a plain one does: after each echo, while the
+/// server waits for the next line (a line at a time, and a burst), its pool has nothing
+/// outstanding; the connection then goes on.
+#[test]
+fn an_idle_tls_connection_holds_no_pooled_block() {
+    let pool = packetpipe::Pool::new();
+    let options = packetpipe::io::ConnectionOptions {
+        input: packetpipe::pipe::PipeOptions {
+            pool: Some(pool.clone()),
+            ..Default::default()
+        },
+        output: packetpipe::pipe::PipeOptions {
+            pool: Some(pool.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (cert, key) = cert();
+    let (addr, server) = serve_one(acceptor(&cert, key), move |tls| async move {
+        let (app, connection) = packetpipe::io::tokio::connection_with(tls, options);
+        let (mut out, mut lines) = Framed::from_connection(app, connection, Lines::new()).split();
+        out.forward(&mut lines).await.unwrap();
+        out.close().await.unwrap();
+    });
+    let mut tls = connect(addr, client_config(&cert, None));
+    for batch in ["one line\n".to_string(), "a burst\n".repeat(64)] {
+        tls.write_all(batch.as_bytes()).unwrap();
+        tls.flush().unwrap();
+        let mut echoed = vec![0; batch.len()];
+        tls.read_exact(&mut echoed).unwrap();
+        assert_eq!(echoed, batch.as_bytes());
+        // The server's last step after the echo (giving its blocks back as it waits) may still be
+        // running: give it up to 5 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while pool.stats().outstanding > 0 && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.outstanding, stats.outstanding_bytes),
+            (0, 0),
+            "an idle TLS connection after {} bytes echoed",
+            batch.len()
+        );
+        assert!(
+            stats.rents > 0,
+            "the connection's blocks come from this pool"
+        );
+    }
+    tls.conn.send_close_notify();
+    tls.flush().unwrap();
+    server.join().unwrap();
+}
+
 #[test]
 fn a_framed_takes_a_tls_stream_as_it_takes_a_tcp_stream() {
     let (cert, key) = cert();
