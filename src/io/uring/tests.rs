@@ -9,9 +9,10 @@ use std::rc::Rc;
 
 use super::*;
 
-/// A driver, or `None` where io_uring is unavailable (a failure under `PACKETPIPE_REQUIRE_URING`).
-fn driver() -> Option<Driver> {
-    match Driver::new() {
+/// A driver with `options`, or `None` where io_uring is unavailable (a failure under
+/// `PACKETPIPE_REQUIRE_URING`).
+fn driver(options: DriverOptions) -> Option<Driver> {
+    match Driver::with_options(options) {
         Ok(mut driver) => {
             // Bounded waits, so that a step waiting on a wake the test never sends returns.
             driver.wait_timeout = Some(Duration::from_millis(10));
@@ -53,7 +54,11 @@ fn complete_one_wait(driver: &mut Driver, serve: &mut Serve<'_>) {
 /// queued receive, submitted after, takes that socket's first bytes: they reach no application.
 #[test]
 fn a_descriptor_outlives_every_submission_that_names_it() {
-    let Some(mut driver) = driver() else {
+    // Process descriptors: their numbers are what the next socket opened reuses.
+    let Some(mut driver) = driver(DriverOptions {
+        fixed_descriptors: false,
+        ..Default::default()
+    }) else {
         return;
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -79,7 +84,10 @@ fn a_descriptor_outlives_every_submission_that_names_it() {
         .pop_front()
         .expect("the new connection is ready");
     let index = index_of(key);
-    let fd = driver.conns[index].conn.as_ref().unwrap().fd.as_raw_fd();
+    let fd = match &driver.conns[index].conn.as_ref().unwrap().socket {
+        Socket::Plain(fd) => fd.as_raw_fd(),
+        Socket::Fixed(_) => panic!("a fixed descriptor with fixed_descriptors: false"),
+    };
     let socket = socket_at(fd).expect("the connection's descriptor is open");
 
     // First service: the application runs (and returns); the receive is queued, not submitted.
