@@ -744,11 +744,14 @@ impl Driver {
             if listener.armed {
                 continue;
             }
-            if let Some(at) = listener.retry_at {
+            if listener.retry_at.is_some() || listener.retry_on_close.is_some() {
                 let closed_since = listener
                     .retry_on_close
                     .is_some_and(|closed| self.stats.closed > closed);
-                if !closed_since && *now.get_or_insert_with(Instant::now) < at {
+                let due = listener
+                    .retry_at
+                    .is_some_and(|at| *now.get_or_insert_with(Instant::now) >= at);
+                if !closed_since && !due {
                     continue;
                 }
                 listener.retry_at = None;
@@ -779,12 +782,19 @@ impl Driver {
             .min(ACCEPT_BACKOFF_MAX);
         listener.retry_at = Some(Instant::now() + backoff);
         listener.retry_on_close = None;
-        match errno {
-            libc::ENFILE | libc::EMFILE => {
-                self.stats.table_full += 1;
-                listener.retry_on_close = Some(self.stats.closed);
-            }
-            _ => self.stats.accept_errors += 1,
+        let full = errno == libc::ENFILE || errno == libc::EMFILE;
+        if !full {
+            self.stats.accept_errors += 1;
+            return;
+        }
+        self.stats.table_full += 1;
+        listener.retry_on_close = Some(self.stats.closed);
+        // The fixed table holds this driver's connections only: while all of them are open, no
+        // slot frees but by a close, and an accept armed earlier would only take (and drop)
+        // another client from the backlog. With a slot free already (a close queued when the
+        // accept failed), the backoff re-arms it.
+        if self.fixed && self.live >= self.stats.fixed_files as usize {
+            listener.retry_at = None;
         }
     }
 

@@ -155,3 +155,33 @@ fn a_descriptor_outlives_every_submission_that_names_it() {
         .expect("the end of the stream");
     assert!(rest.is_empty());
 }
+
+/// An accept that keeps failing (here a listener shut down, no longer listening: `EINVAL`) is
+/// counted and re-armed after a backoff that doubles, not at every turn: the driver does not spin
+/// on it.
+#[test]
+fn a_failing_accept_backs_off_instead_of_spinning() {
+    let Some(mut driver) = driver(DriverOptions::default()) else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: `shutdown` on the listener's own descriptor, which stays open; no pointers.
+    let rc = unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) };
+    assert_eq!(rc, 0);
+    driver.listen(listener).unwrap();
+    let mut serve = |_pipe| -> AppFuture { Box::pin(async {}) };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        driver.arm_listeners().unwrap();
+        driver.turn(Some(&mut serve)).unwrap();
+    }
+    let stats = driver.stats();
+    // Backoffs of 1, 2, 4, ... 128 ms fit in 300 ms: 9 failures at most.
+    assert!(
+        (3..=10).contains(&stats.accept_errors),
+        "failed accepts in 300 ms: {stats:?}"
+    );
+    assert_eq!(stats.table_full, 0, "{stats:?}");
+    // Each turn waits (for a completion, the backoff's end or the test's 10 ms bound).
+    assert!(stats.enters < 100, "turns in 300 ms: {stats:?}");
+}
