@@ -979,7 +979,8 @@ fn a_full_fixed_table_refuses_one_client_holds_the_rest_and_serves_on() {
     let mut waiting = Vec::new();
     let mut refused = 0;
     for (i, mut stream) in extra.drain(..).enumerate() {
-        match try_round_trip(&mut stream, b"extra", Duration::from_millis(300)) {
+        let wait = Duration::from_millis(env_size("URING_REFUSED_WAIT_MS", 300) as u64);
+        match try_round_trip(&mut stream, b"extra", wait) {
             Ok(true) => panic!("extra client {i} served with the table full"),
             Ok(false) => refused += 1,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {

@@ -109,11 +109,12 @@ use crate::pipe::{pipe_with, PipeReader, PipeWriter};
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
-/// `task_run`, `register_ring`, `incremental` and `fixed_descriptors` ask for kernel features the driver falls back
-/// from where the kernel lacks them; setting them lower forces the fallback (CI runs the driver's
-/// tests on each). Under a tool that serializes threads and may delay the eventfd wakes of other
-/// threads (valgrind), set the environment variable `PACKETPIPE_UNDER_VALGRIND`: each wait for
-/// completions is then bounded to 1 ms, so the driver still looks at its wake queue.
+/// `task_run`, `register_ring`, `incremental` and `fixed_descriptors` ask for kernel features the
+/// driver falls back from where the kernel lacks them; setting them lower forces the fallback (CI
+/// runs the driver's tests on each). Under a tool that serializes threads and may delay the
+/// eventfd wakes of other threads (valgrind), set the environment variable
+/// `PACKETPIPE_UNDER_VALGRIND`: each wait for completions is then bounded to 1 ms, so the driver
+/// still looks at its wake queue.
 #[derive(Clone, Debug)]
 pub struct DriverOptions {
     /// Submission queue entries (the completion queue has four times as many): at least what
