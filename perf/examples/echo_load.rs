@@ -289,8 +289,15 @@ impl ServerThread {
                     Ok("interrupting") => packetpipe::io::uring::TaskRun::Interrupting,
                     _ => packetpipe::io::uring::TaskRun::Deferred,
                 };
+                // `ECHO_LOAD_URING_FIXED_FILES=0` accepts into plain descriptors (default: fixed
+                // descriptors).
+                let fixed_descriptors = !matches!(
+                    std::env::var("ECHO_LOAD_URING_FIXED_FILES").as_deref(),
+                    Ok("0")
+                );
                 let options = packetpipe::io::uring::DriverOptions {
                     task_run,
+                    fixed_descriptors,
                     ..Default::default()
                 };
                 let mut driver = match Driver::with_options(options) {

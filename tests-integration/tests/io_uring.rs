@@ -1,6 +1,7 @@
 //! The io_uring driver over loopback TCP with std clients: echo with receives cut at random
 //! points, many connections, an empty buffer ring, resets, a slow application, a listener shared
-//! by two drivers, an application on another thread, and zero allocations per message.
+//! by two drivers, an application on another thread, zero allocations per message, and accepted
+//! sockets as fixed descriptors (none in the process's table, a full table) or plain ones.
 //!
 //! Where io_uring is unavailable the tests say so and pass, unless `PACKETPIPE_REQUIRE_URING` is
 //! set (CI sets it), which makes that a failure.
@@ -34,11 +35,12 @@ fn env_size(name: &str, default: usize) -> usize {
 }
 
 /// The options the tests start from: `pool` for every pipe and receive buffer, the task-run mode
-/// from the environment. (Under valgrind, which delays the eventfd wakes of other threads,
-/// `PACKETPIPE_UNDER_VALGRIND` makes the driver bound its waits.)
+/// and fixed descriptors from the environment. (Under valgrind, which delays the eventfd wakes of
+/// other threads, `PACKETPIPE_UNDER_VALGRIND` makes the driver bound its waits.)
 fn options(pool: &Pool) -> DriverOptions {
     DriverOptions {
         task_run: task_run_from_env(),
+        fixed_descriptors: fixed_descriptors_from_env(),
         connection: ConnectionOptions {
             input: PipeOptions {
                 pool: Some(pool.clone()),
@@ -64,6 +66,17 @@ fn task_run_from_env() -> TaskRun {
         Ok(other) => {
             panic!("PACKETPIPE_URING_TASK_RUN={other}: deferred, cooperative or interrupting")
         }
+    }
+}
+
+/// Whether the tests ask for fixed descriptors: `PACKETPIPE_URING_FIXED_FILES=0` (or `off`) turns
+/// them off, so that the accepted sockets are plain descriptors (CI runs this file once so);
+/// unset (or `on`), the default.
+fn fixed_descriptors_from_env() -> bool {
+    match std::env::var("PACKETPIPE_URING_FIXED_FILES").as_deref() {
+        Ok("0") | Ok("off") => false,
+        Ok("on") | Err(_) => true,
+        Ok(other) => panic!("PACKETPIPE_URING_FIXED_FILES={other}: 0 (or off), or on"),
     }
 }
 
@@ -206,6 +219,12 @@ fn echo_with_receives_cut_at_random_points() {
     let stats = server.stop();
     assert_eq!(stats.accepted, 4);
     assert!(stats.receives > 0 && stats.sends > 0, "{stats:?}");
+    // The descriptors the environment asked for (CI runs this file with both).
+    assert_eq!(
+        stats.fixed_files > 0,
+        fixed_descriptors_from_env(),
+        "PACKETPIPE_URING_FIXED_FILES: {stats:?}"
+    );
     assert_eq!(pool.stats().outstanding, 0, "every block back in the pool");
 }
 
@@ -787,4 +806,270 @@ fn the_driver_rejects_the_pumped_transport() {
         },
         ..Default::default()
     });
+}
+
+/// One message echoed on `stream` within `timeout`: `Ok(true)` if it came back, `Ok(false)` if
+/// the server closed the connection (an end or a reset: refused), the timeout's error if nothing
+/// came (the connection waits in the listen backlog).
+fn try_round_trip(
+    stream: &mut TcpStream,
+    message: &[u8],
+    timeout: Duration,
+) -> std::io::Result<bool> {
+    stream.set_read_timeout(Some(timeout))?;
+    if let Err(e) = stream.write_all(message) {
+        return match e.kind() {
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => Ok(false),
+            _ => Err(e),
+        };
+    }
+    let mut got = vec![0; message.len()];
+    let mut at = 0;
+    while at < got.len() {
+        match stream.read(&mut got[at..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    assert_eq!(got, message);
+    Ok(true)
+}
+
+#[track_caller]
+fn round_trip(stream: &mut TcpStream, message: &[u8]) {
+    assert!(
+        try_round_trip(stream, message, Duration::from_secs(10)).unwrap(),
+        "the server closed a connection it should serve"
+    );
+}
+
+/// With fixed descriptors, the process's descriptor table holds no accepted socket at all (only
+/// the listener has the server's port); with plain ones, one per open connection. Either way
+/// 1,000 connections churned leave none behind. (Counted by the server's port rather than the
+/// whole of `/proc/self/fd`: the other tests of this binary open sockets concurrently.)
+#[test]
+fn fixed_descriptors_open_no_process_descriptor_and_both_paths_leak_none() {
+    for fixed in [true, false] {
+        let pool = Pool::new();
+        let Some(server) = serve(
+            DriverOptions {
+                fixed_descriptors: fixed,
+                ..options(&pool)
+            },
+            echo,
+        ) else {
+            return;
+        };
+        let port = server.addr.port();
+        let before = open_sockets_on_port(port);
+        assert_eq!(before.len(), 1, "the listener");
+        let mut held: Vec<TcpStream> = (0..16)
+            .map(|_| TcpStream::connect(server.addr).unwrap())
+            .collect();
+        for (i, stream) in held.iter_mut().enumerate() {
+            round_trip(stream, format!("held {i}").as_bytes());
+        }
+        let during = open_sockets_on_port(port);
+        let expected = if fixed { 1 } else { 1 + held.len() };
+        assert_eq!(
+            during.len(),
+            expected,
+            "sockets with the server's port while 16 connections are open (fixed: {fixed})"
+        );
+        drop(held);
+        let count = env_size("URING_FIXED_CHURN", 1_000);
+        let threads = 4;
+        let clients: Vec<_> = (0..threads)
+            .map(|t| {
+                let addr = server.addr;
+                thread::spawn(move || {
+                    for i in (t..count).step_by(threads) {
+                        let mut stream = TcpStream::connect(addr).unwrap();
+                        round_trip(&mut stream, format!("churn {i}").as_bytes());
+                    }
+                })
+            })
+            .collect();
+        for client in clients {
+            client.join().unwrap();
+        }
+        // The last closes may still be under way on the driver's thread.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while open_sockets_on_port(port) != before && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            open_sockets_on_port(port),
+            before,
+            "only the listener is left"
+        );
+        let stats = server.stop();
+        assert_eq!(stats.fixed_files > 0, fixed, "{stats:?}");
+        assert_eq!(stats.accepted, 16 + count as u64, "{stats:?}");
+        assert_eq!(stats.closed, stats.accepted, "{stats:?}");
+        assert_eq!((stats.table_full, stats.accept_errors), (0, 0), "{stats:?}");
+        assert_eq!(open_sockets_on_port(port), Vec::<u64>::new());
+        assert_eq!(pool.stats().outstanding, 0);
+    }
+}
+
+#[test]
+fn the_default_table_is_sized_from_the_descriptor_limit() {
+    let pool = Pool::new();
+    let Some(driver) = build(DriverOptions {
+        fixed_descriptors: true,
+        ..options(&pool)
+    }) else {
+        return;
+    };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` outlives the call, which writes it.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    assert_eq!(
+        u64::from(driver.stats().fixed_files),
+        limit.rlim_cur.clamp(64, 65536),
+        "{:?}",
+        driver.stats()
+    );
+    let off = build(DriverOptions {
+        fixed_descriptors: false,
+        ..options(&pool)
+    })
+    .unwrap();
+    assert_eq!(off.stats().fixed_files, 0);
+}
+
+/// A table of 4 slots and more clients than that. With the table full the kernel still takes the
+/// next client off the listen backlog, finds no slot, closes it and ends the accept with
+/// `ENFILE`: that client is refused. The driver then accepts again only once a connection
+/// closes, so the clients that come meanwhile wait in the backlog, and it serves the connections
+/// it has throughout. Once those close, it serves the waiting clients and new ones.
+#[test]
+fn a_full_fixed_table_refuses_one_client_holds_the_rest_and_serves_on() {
+    let pool = Pool::new();
+    let Some(server) = serve(
+        DriverOptions {
+            fixed_descriptors: true,
+            fixed_files: 4,
+            ..options(&pool)
+        },
+        echo,
+    ) else {
+        return;
+    };
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    for (i, stream) in held.iter_mut().enumerate() {
+        round_trip(stream, format!("held {i}").as_bytes());
+    }
+    // Three more clients: the handshake completes in the kernel (the backlog), then each is
+    // either refused or waits.
+    let mut extra: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    let mut waiting = Vec::new();
+    let mut refused = 0;
+    for (i, mut stream) in extra.drain(..).enumerate() {
+        let wait = Duration::from_millis(env_size("URING_REFUSED_WAIT_MS", 300) as u64);
+        match try_round_trip(&mut stream, b"extra", wait) {
+            Ok(true) => panic!("extra client {i} served with the table full"),
+            Ok(false) => refused += 1,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                waiting.push(stream)
+            }
+            Err(e) => panic!("extra client {i}: {e}"),
+        }
+    }
+    assert_eq!((refused, waiting.len()), (1, 2), "one refused, two waiting");
+    // The driver serves the connections it has.
+    for (i, stream) in held.iter_mut().enumerate() {
+        round_trip(stream, format!("still held {i}").as_bytes());
+    }
+    // One connection closes: its slot goes to the first waiting client. The kernel's accept then
+    // tries the next one at once, with the table full again, and refuses it.
+    drop(held.remove(0));
+    let mut served = 0;
+    for mut stream in waiting {
+        // The waiting clients' "extra" is in their sockets already: its echo comes first.
+        let mut got = [0; 5];
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        match stream.read_exact(&mut got) {
+            Ok(()) => {
+                assert_eq!(&got, b"extra");
+                served += 1;
+                drop(stream);
+            }
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
+                ),
+                "a waiting client is served or refused: {e}"
+            ),
+        }
+    }
+    assert_eq!(
+        served, 1,
+        "the freed slot serves one waiting client, the other is refused"
+    );
+    drop(held);
+    // Everything closed: new clients are served, one after another and several at once.
+    thread::sleep(Duration::from_millis(50));
+    for i in 0..20 {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        round_trip(&mut stream, format!("after {i}").as_bytes());
+        // The server's end of the stream: it closes the slot right after.
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(stream.read(&mut [0; 1]).unwrap(), 0);
+    }
+    // A client's end reaches the driver's close a moment later; four at once need every slot.
+    thread::sleep(Duration::from_millis(100));
+    let mut four: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    for (i, stream) in four.iter_mut().enumerate() {
+        round_trip(stream, format!("four {i}").as_bytes());
+    }
+    drop(four);
+    let stats = server.stop();
+    eprintln!("waiting clients served after the first close: {served} of 2; {stats:?}");
+    assert_eq!(stats.fixed_files, 4, "{stats:?}");
+    assert_eq!(stats.table_full, 2, "{stats:?}");
+    assert_eq!(stats.accept_errors, 0, "{stats:?}");
+    assert_eq!(stats.accepted, 4 + 1 + 20 + 4, "{stats:?}");
+    assert_eq!(stats.closed, stats.accepted, "{stats:?}");
+    assert_eq!(pool.stats().outstanding, 0);
+}
+
+/// Linux copies `TCP_NODELAY` from a listener to the sockets it accepts: what lets the driver set
+/// it on fixed descriptors, which have no process descriptor for `setsockopt`.
+#[test]
+fn accepted_sockets_inherit_nodelay_from_the_listener() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let on: libc::c_int = 1;
+    // SAFETY: `on` outlives the call and its size is passed; the descriptor is the listener's.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&listener),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    assert!(accepted.nodelay().unwrap());
 }

@@ -1,7 +1,11 @@
 //! An io_uring driver: one ring serves many TCP connections on one thread, and the kernel
 //! receives straight into pooled blocks.
 //!
-//! - **Accept**: one multishot accept per listener.
+//! - **Accept**: one multishot accept per listener, into fixed (direct) descriptors where the
+//!   kernel has them ([`DriverOptions::fixed_descriptors`]): each accepted socket lives in a slot
+//!   of a table registered with the ring, and every later operation names the slot, so no
+//!   process descriptor is made per connection and the kernel looks no descriptor up per
+//!   operation.
 //! - **Receive**: one multishot receive per connection, from a provided-buffer ring whose
 //!   buffers are pooled blocks (`buf_ring.rs`): each completion's bytes are sealed into an
 //!   [`Packet`](crate::Packet) and appended to the connection's input pipe, no copy.
@@ -48,6 +52,8 @@
 //! | event | effect |
 //! |---|---|
 //! | the input pipe reaches its pause threshold (a slow application) | that connection's receive is cancelled; it is re-armed once the application has read the input down to the resume threshold |
+//! | the fixed-descriptor table is full (`ENFILE`; or the process's table, `EMFILE`, with plain descriptors) | counted ([`DriverStats::table_full`]); the listener accepts again once a connection closes (or after a backoff), while new clients wait in the listen backlog |
+//! | an accept fails otherwise | counted ([`DriverStats::accept_errors`]); the listener accepts again after a backoff (1 ms, doubling up to 1 s while it keeps failing), never in a loop |
 //! | the buffer ring is empty (`ENOBUFS`) | the receive is re-armed once buffers are offered again; the bytes wait in the socket, none is lost |
 //! | the peer closes | the application's reader completes after the last byte |
 //! | a receive error (a reset) | the application's reader gets it after the bytes before it |
@@ -77,7 +83,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
@@ -103,11 +109,12 @@ use crate::pipe::{pipe_with, PipeReader, PipeWriter};
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
-/// `task_run`, `register_ring` and `incremental` ask for kernel features the driver falls back
-/// from where the kernel lacks them; setting them lower forces the fallback (CI runs the driver's
-/// tests on each). Under a tool that serializes threads and may delay the eventfd wakes of other
-/// threads (valgrind), set the environment variable `PACKETPIPE_UNDER_VALGRIND`: each wait for
-/// completions is then bounded to 1 ms, so the driver still looks at its wake queue.
+/// `task_run`, `register_ring`, `incremental` and `fixed_descriptors` ask for kernel features the
+/// driver falls back from where the kernel lacks them; setting them lower forces the fallback (CI
+/// runs the driver's tests on each). Under a tool that serializes threads and may delay the
+/// eventfd wakes of other threads (valgrind), set the environment variable
+/// `PACKETPIPE_UNDER_VALGRIND`: each wait for completions is then bounded to 1 ms, so the driver
+/// still looks at its wake queue.
 #[derive(Clone, Debug)]
 pub struct DriverOptions {
     /// Submission queue entries (the completion queue has four times as many): at least what
@@ -133,8 +140,28 @@ pub struct DriverOptions {
     /// again after each receive, which packs them too, at one ring entry per receive. Default
     /// `true`, used where the kernel has it ([`DriverStats::incremental`] says which).
     pub incremental: bool,
-    /// `TCP_NODELAY` on accepted sockets. Default `true`: request/response traffic should not
-    /// wait for Nagle's algorithm.
+    /// Accepted sockets as fixed (direct) descriptors: a sparse table of
+    /// [`fixed_files`](Self::fixed_files) slots is registered with the ring at start
+    /// (`IORING_REGISTER_FILES2`, Linux 5.19), the multishot accept puts each socket in a free
+    /// slot (`IORING_FILE_INDEX_ALLOC`), and its receives, sends, shutdown and close name the
+    /// slot. The kernel then takes no reference on a process descriptor per operation, and the
+    /// process's descriptor table holds no connection at all. Default `true`, used where the
+    /// kernel has it ([`DriverStats::fixed_files`] says how many slots, 0 for plain
+    /// descriptors); `false` accepts into plain descriptors.
+    pub fixed_descriptors: bool,
+    /// Slots of the fixed-descriptor table: the most connections one driver has open at once.
+    /// 0 (the default) takes the soft limit of `RLIMIT_NOFILE`, clamped to 64..=65536. The
+    /// kernel keeps 8 bytes and a bit per slot. It refuses a table larger than `RLIMIT_NOFILE`'s
+    /// soft limit (the driver then uses plain descriptors). With the table full, the kernel
+    /// accepts a new connection and closes it at once (`ENFILE`, counted in
+    /// [`DriverStats::table_full`]); the driver accepts again once a connection closes, and the
+    /// clients that came meanwhile wait in the listen backlog. Unused with
+    /// `fixed_descriptors: false`.
+    pub fixed_files: u32,
+    /// `TCP_NODELAY` on accepted sockets: set on the listener given to [`Driver::listen`], from
+    /// which Linux copies it to every socket it accepts (a fixed descriptor has no process
+    /// descriptor to set it on). Default `true`: request/response traffic should not wait for
+    /// Nagle's algorithm.
     pub nodelay: bool,
     /// The pipes of each connection. The input pipe's pool also provides the receive buffers,
     /// and `max_write_segments` bounds a send's iovecs; the input's `min_segment_size` does not
@@ -153,6 +180,8 @@ impl Default for DriverOptions {
             buffers: 256,
             buffer_size: 16 * 1024,
             incremental: true,
+            fixed_descriptors: true,
+            fixed_files: 0,
             nodelay: true,
             connection: ConnectionOptions::default(),
         }
@@ -169,6 +198,15 @@ pub struct DriverStats {
     pub registered_ring: bool,
     /// Whether the receive buffers are consumed incrementally.
     pub incremental: bool,
+    /// Slots of the fixed-descriptor table the accepted sockets go into; 0 when they are plain
+    /// descriptors (turned off, or the kernel refused the table).
+    pub fixed_files: u32,
+    /// Accepts refused because the descriptor table was full: the fixed table (`ENFILE`: the
+    /// kernel accepted the connection and closed it), or with plain descriptors the process's or
+    /// the system's (`EMFILE`, `ENFILE`: the connection waits in the backlog).
+    pub table_full: u64,
+    /// Accepts that failed otherwise (each followed by a backoff before the next).
+    pub accept_errors: u64,
     /// Connections accepted.
     pub accepted: u64,
     /// Connections closed (their sockets closed, their pipes completed).
@@ -230,6 +268,8 @@ pub struct Driver {
     starving: bool,
     cqes: Vec<(u64, i32, u32)>,
     options: ConnectionOptions,
+    /// Accepted sockets are fixed descriptors (a table is registered).
+    fixed: bool,
     nodelay: bool,
     wait_timeout: Option<Duration>,
     stats: DriverStats,
@@ -248,6 +288,41 @@ impl std::fmt::Debug for Driver {
 struct Listener {
     socket: TcpListener,
     armed: bool,
+    /// Accepts failed in a row: the backoff before the next doubles with each.
+    failures: u32,
+    /// After a failed accept: not re-armed before this instant...
+    retry_at: Option<Instant>,
+    /// ...unless the descriptor table was full and a connection has closed since (the
+    /// driver's `stats.closed` then passes this count).
+    retry_on_close: Option<u64>,
+}
+
+/// The longest wait before re-arming an accept that keeps failing.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// How a connection's socket is named to the kernel.
+enum Socket {
+    /// A process descriptor, closed when dropped.
+    Plain(OwnedFd),
+    /// A slot of the ring's fixed-descriptor table, closed with an `IORING_OP_CLOSE` on it.
+    Fixed(u32),
+}
+
+/// Build an operation on a connection's socket, which names it by descriptor or by slot
+/// (`types::Fd` and `types::Fixed` are different types).
+macro_rules! on_socket {
+    ($socket:expr, |$target:ident| $build:expr) => {
+        match $socket {
+            Socket::Plain(ref fd) => {
+                let $target = types::Fd(fd.as_raw_fd());
+                $build
+            }
+            Socket::Fixed(slot) => {
+                let $target = types::Fixed(slot);
+                $build
+            }
+        }
+    };
 }
 
 /// A connection's place in the table; `generation` tells a late completion for an earlier
@@ -265,7 +340,7 @@ type Serve<'a> = dyn FnMut(DuplexPipe) -> AppFuture + 'a;
 /// One connection's state. Boxed: the kernel holds pointers into `send` while a send is in
 /// flight, and the box does not move when the table grows.
 struct Conn {
-    fd: OwnedFd,
+    socket: Socket,
     /// Where received packets go (the application holds the reader).
     input: PipeWriter,
     /// What to send (the application holds the writer).
@@ -288,17 +363,19 @@ struct Conn {
     recv_tag: u8,
     /// Tags of the receives queued or in flight, cancelled ones included, each until its last
     /// completion (one bit per tag, so every receive in flight has a tag of its own). The
-    /// descriptor is closed only when this is empty and no send is in flight: a submission names
-    /// the descriptor by its number, which the kernel looks up when it takes the submission, and
-    /// which the next socket opened gets once it is closed. A receive still queued when its
-    /// connection closed would receive another connection's bytes.
+    /// socket is closed only when this is empty and no send (nor shutdown) is in flight: a
+    /// submission names the descriptor or fixed slot by its number, which the kernel looks up
+    /// when it takes the submission, and which the next socket opened (or accepted into the
+    /// table) gets once it is closed. A receive still queued when its connection closed would
+    /// receive another connection's bytes.
     recvs: u32,
     /// The input pipe is at its pause threshold: do not receive until it drains.
     recv_paused: bool,
     /// The receive was stopped by `ENOBUFS`: re-arm when buffers are back.
     recv_starved: bool,
     input_done: bool,
-    /// A send is in flight: `send` and the output's buffered segments belong to it.
+    /// A send is in flight: `send` and the output's buffered segments belong to it. Also set
+    /// while the write side's shutdown of a fixed descriptor is in flight (it names the slot).
     sending: bool,
     output_done: bool,
     /// Made at the first send (an idle connection holds none), then reused.
@@ -338,6 +415,10 @@ const OP_RECV: u64 = 2;
 const OP_SEND: u64 = 3;
 const OP_WAKE: u64 = 4;
 const OP_CANCEL: u64 = 5;
+/// The write side's shutdown of a fixed descriptor.
+const OP_SHUTDOWN: u64 = 6;
+/// The close of a fixed descriptor's slot.
+const OP_CLOSE: u64 = 7;
 
 /// Mask of the operation kind in the low byte.
 const OP_MASK: u64 = 0x7;
@@ -394,6 +475,21 @@ impl Driver {
         let wait_timeout =
             std::env::var_os("PACKETPIPE_UNDER_VALGRIND").map(|_| Duration::from_millis(1));
         let (ring, task_run) = ring::build(builder.ring_entries, builder.task_run)?;
+        // A kernel without sparse tables (before 5.19), or a table larger than RLIMIT_NOFILE
+        // allows: plain descriptors, and `DriverStats::fixed_files` says 0.
+        let fixed_files = match builder.fixed_descriptors {
+            true => {
+                let slots = match builder.fixed_files {
+                    0 => default_fixed_files(),
+                    n => n,
+                };
+                match ring.submitter().register_files_sparse(slots) {
+                    Ok(()) => slots,
+                    Err(_) => 0,
+                }
+            }
+            false => 0,
+        };
         let enter = Enter::new(&ring, builder.register_ring);
         let registered_ring = enter.is_registered();
         let cq_entries = ring.params().cq_entries() as usize;
@@ -438,24 +534,34 @@ impl Driver {
             // (an allocation mid-stream whenever a turn saw more completions than any before).
             cqes: Vec::with_capacity(cq_entries),
             options: builder.connection,
+            fixed: fixed_files > 0,
             nodelay: builder.nodelay,
             wait_timeout,
             stats: DriverStats {
                 task_run,
                 registered_ring,
                 incremental,
+                fixed_files,
                 ..DriverStats::default()
             },
         })
     }
 
     /// Accept connections from `listener` (one multishot accept). Several drivers may accept
-    /// from clones of one listener (`TcpListener::try_clone`), one per core.
+    /// from clones of one listener (`TcpListener::try_clone`), one per core. With
+    /// [`DriverOptions::nodelay`], sets `TCP_NODELAY` on the listener (its accepted sockets
+    /// inherit it).
     pub fn listen(&mut self, listener: TcpListener) -> io::Result<()> {
         listener.set_nonblocking(true)?;
+        if self.nodelay {
+            set_nodelay(listener.as_raw_fd())?;
+        }
         self.listeners.push(Listener {
             socket: listener,
             armed: false,
+            failures: 0,
+            retry_at: None,
+            retry_on_close: None,
         });
         Ok(())
     }
@@ -539,10 +645,15 @@ impl Driver {
             0
         };
         // Starving connections: wake up to retry the pool even if nothing completes.
-        let timeout = match self.starving {
+        let mut timeout = match self.starving {
             true => Some(STARVED_RETRY.min(self.wait_timeout.unwrap_or(STARVED_RETRY))),
             false => self.wait_timeout,
         };
+        // A listener backing off after a failed accept: wake up to re-arm it.
+        if let Some(at) = self.listeners.iter().filter_map(|l| l.retry_at).min() {
+            let until = at.saturating_duration_since(Instant::now());
+            timeout = Some(timeout.map_or(until, |t| t.min(until)));
+        }
         let result = self.enter(want, timeout.filter(|_| want > 0));
         self.wake.sleeping.store(false, Ordering::SeqCst);
         match result {
@@ -607,9 +718,10 @@ impl Driver {
             // the send completes, see `start_send`), `wake_buf` (boxed, alive while the driver is,
             // which waits for every operation before it is dropped), or nothing. (Receives name
             // buffers by group; `buf_ring.rs` says who owns each.) An entry that names a
-            // descriptor names one that stays open until the operation's last completion: a
-            // connection is closed only with no receive (`Conn::recvs`) and no send (`sending`)
-            // queued or in flight, so a number is never reused while an entry names it.
+            // descriptor or fixed slot names one that stays open until the operation's last
+            // completion: a connection is closed only with no receive (`Conn::recvs`) and no
+            // send or shutdown (`sending`) queued or in flight, so a number is never reused
+            // while an entry names it.
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 self.in_flight += 1;
                 return Ok(());
@@ -625,19 +737,66 @@ impl Driver {
         }
     }
 
+    /// Arm the accept of every listener that has none, unless it backs off after a failure.
     fn arm_listeners(&mut self) -> io::Result<()> {
+        let mut now = None;
         for i in 0..self.listeners.len() {
-            if !self.listeners[i].armed {
-                let fd = types::Fd(self.listeners[i].socket.as_raw_fd());
-                let entry = opcode::AcceptMulti::new(fd)
-                    .flags(libc::SOCK_CLOEXEC)
-                    .build()
-                    .user_data(user_data(i as u32, 0, OP_ACCEPT));
-                self.push(entry)?;
-                self.listeners[i].armed = true;
+            let listener = &mut self.listeners[i];
+            if listener.armed {
+                continue;
             }
+            if listener.retry_at.is_some() || listener.retry_on_close.is_some() {
+                let closed_since = listener
+                    .retry_on_close
+                    .is_some_and(|closed| self.stats.closed > closed);
+                let due = listener
+                    .retry_at
+                    .is_some_and(|at| *now.get_or_insert_with(Instant::now) >= at);
+                if !closed_since && !due {
+                    continue;
+                }
+                listener.retry_at = None;
+                listener.retry_on_close = None;
+            }
+            let fd = types::Fd(listener.socket.as_raw_fd());
+            // A fixed descriptor has no close-on-exec flag (the kernel refuses one): it is
+            // no process descriptor.
+            let entry = match self.fixed {
+                true => opcode::AcceptMulti::new(fd).allocate_file_index(true),
+                false => opcode::AcceptMulti::new(fd).flags(libc::SOCK_CLOEXEC),
+            };
+            let entry = entry.build().user_data(user_data(i as u32, 0, OP_ACCEPT));
+            self.push(entry)?;
+            self.listeners[i].armed = true;
         }
         Ok(())
+    }
+
+    /// An accept ended with `-errno`: count it and decide when the listener accepts again. A
+    /// full descriptor table frees up when a connection closes; any other error backs off, so
+    /// that one that persists (the socket no longer listening) does not fail again every turn.
+    fn accept_failed(&mut self, index: usize, errno: i32) {
+        let listener = &mut self.listeners[index];
+        listener.failures = listener.failures.saturating_add(1);
+        let backoff = Duration::from_millis(1)
+            .saturating_mul(1 << (listener.failures - 1).min(10))
+            .min(ACCEPT_BACKOFF_MAX);
+        listener.retry_at = Some(Instant::now() + backoff);
+        listener.retry_on_close = None;
+        let full = errno == libc::ENFILE || errno == libc::EMFILE;
+        if !full {
+            self.stats.accept_errors += 1;
+            return;
+        }
+        self.stats.table_full += 1;
+        listener.retry_on_close = Some(self.stats.closed);
+        // The fixed table holds this driver's connections only: while all of them are open, no
+        // slot frees but by a close, and an accept armed earlier would only take (and drop)
+        // another client from the backlog. With a slot free already (a close queued when the
+        // accept failed), the backoff re-arms it.
+        if self.fixed && self.live >= self.stats.fixed_files as usize {
+            listener.retry_at = None;
+        }
     }
 
     fn arm_wake(&mut self) -> io::Result<()> {
@@ -660,22 +819,30 @@ impl Driver {
         }
         match data & OP_MASK {
             OP_ACCEPT => {
-                let listener = &mut self.listeners[index_of(data)];
-                listener.armed = more;
+                let index = index_of(data);
+                self.listeners[index].armed = more;
                 if res >= 0 {
-                    // SAFETY: a successful accept's result is a new descriptor that nothing
-                    // else owns.
-                    let fd = unsafe { OwnedFd::from_raw_fd(res) };
+                    self.listeners[index].failures = 0;
+                    let socket = match self.fixed {
+                        // The slot the kernel put the socket in.
+                        true => Socket::Fixed(res as u32),
+                        // SAFETY: a successful accept's result is a new descriptor that nothing
+                        // else owns.
+                        false => Socket::Plain(unsafe { OwnedFd::from_raw_fd(res) }),
+                    };
                     match serve {
-                        Some(serve) => self.open(fd, serve),
-                        None => drop(fd), // shutting down
+                        Some(serve) => self.open(socket, serve),
+                        None => self.close_socket(socket), // shutting down
                     }
+                } else if res != -libc::ECANCELED {
+                    self.accept_failed(index, -res);
                 }
             }
             OP_WAKE => {
                 self.wake_armed = false;
             }
-            OP_CANCEL => {}
+            OP_CANCEL | OP_CLOSE => {}
+            OP_SHUTDOWN => self.shut(key_of(data)),
             OP_RECV => self.received(data, res, flags, more),
             OP_SEND => self.sent(key_of(data), res),
             _ => {}
@@ -683,11 +850,8 @@ impl Driver {
     }
 
     /// Set up an accepted connection and give its pipes to the application.
-    fn open(&mut self, fd: OwnedFd, serve: &mut Serve<'_>) {
+    fn open(&mut self, socket: Socket, serve: &mut Serve<'_>) {
         self.stats.accepted += 1;
-        if self.nodelay {
-            set_nodelay(fd.as_raw_fd());
-        }
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
@@ -714,7 +878,7 @@ impl Driver {
             .clamp(1, super::MAX_WRITE_SEGMENTS);
         let app = serve(DuplexPipe { reader, writer });
         slot.conn = Some(Box::new(Conn {
-            fd,
+            socket,
             input,
             output,
             app: Some(app),
@@ -820,6 +984,19 @@ impl Driver {
         }
     }
 
+    /// The completion of a fixed descriptor's shutdown: the output has ended (an error there
+    /// means the peer is gone, which the input learns by itself).
+    fn shut(&mut self, key: u64) {
+        let Some(conn) = self.conn_mut(key) else {
+            return;
+        };
+        conn.sending = false;
+        conn.output_done = true;
+        if !std::mem::replace(&mut conn.ready, true) {
+            self.ready.push_back(key);
+        }
+    }
+
     /// Look at a connection: poll its application if it was woken, deliver input, start a send,
     /// re-arm its receive, close it once everything has ended.
     fn service(&mut self, key: u64) -> io::Result<()> {
@@ -896,18 +1073,18 @@ impl Driver {
                 conn.recv_tag = tag;
                 conn.recvs |= 1 << tag;
                 let data = user_data(index as u32, generation_of(key), recv_op(tag));
-                entries[0] = Some(
-                    opcode::RecvMulti::new(types::Fd(conn.fd.as_raw_fd()), group)
-                        .build()
-                        .user_data(data),
-                );
+                entries[0] = Some(on_socket!(conn.socket, |socket| opcode::RecvMulti::new(
+                    socket, group
+                )
+                .build()
+                .user_data(data)));
             }
             // Else every tag is in flight (cancelled receives end at the submission after their
             // cancel, so this does not happen); the next one's last completion queues the
             // connection again.
         }
         if !conn.sending && !conn.output_done {
-            entries[1] = conn.start_send(user_data(index as u32, generation_of(key), OP_SEND));
+            entries[1] = conn.start_send(index as u32, generation_of(key));
         }
         let finished = conn.input_done
             && conn.output_done
@@ -951,11 +1128,48 @@ impl Driver {
 
     fn close(&mut self, index: usize) {
         if let Some(conn) = self.conns[index].conn.take() {
-            drop(conn); // closes the socket; the pipes complete
+            let Conn { socket, .. } = *conn; // the pipes complete
+            self.close_socket(socket);
             self.live -= 1;
             self.stats.closed += 1;
             self.free.push(index as u32);
         }
+    }
+
+    /// Close a socket no operation names any more: a plain descriptor at once; a fixed slot with
+    /// a close on the ring, which frees the slot when the kernel takes it (before any accept
+    /// submitted after it). Should that submission fail, the ring's teardown closes the slot.
+    fn close_socket(&mut self, socket: Socket) {
+        match socket {
+            Socket::Plain(fd) => drop(fd),
+            Socket::Fixed(slot) => {
+                let entry = opcode::Close::new(types::Fixed(slot))
+                    .build()
+                    .user_data(OP_CLOSE);
+                let _ = self.push(entry);
+            }
+        }
+    }
+
+    /// Wait until no operation is in flight (shutting down: completions open no connection).
+    fn drain(&mut self) -> io::Result<()> {
+        while self.in_flight > 0 {
+            if let Err(e) = self.enter(1, None) {
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    return Err(e);
+                }
+            }
+            self.reap();
+            let mut i = 0;
+            while i < self.cqes.len() {
+                let (data, res, flags) = self.cqes[i];
+                self.complete(data, res, flags, None);
+                i += 1;
+            }
+            self.cqes.clear();
+            self.ready.clear();
+        }
+        Ok(())
     }
 
     /// Cancel everything, complete every pipe, close every socket, take the buffer ring back.
@@ -981,22 +1195,8 @@ impl Driver {
                 .user_data(OP_CANCEL);
             result = self.push(cancel);
         }
-        while result.is_ok() && self.in_flight > 0 {
-            if let Err(e) = self.enter(1, None) {
-                if e.raw_os_error() != Some(libc::EINTR) {
-                    result = Err(e);
-                    break;
-                }
-            }
-            self.reap();
-            let mut i = 0;
-            while i < self.cqes.len() {
-                let (data, res, flags) = self.cqes[i];
-                self.complete(data, res, flags, None);
-                i += 1;
-            }
-            self.cqes.clear();
-            self.ready.clear();
+        if result.is_ok() {
+            result = self.drain();
         }
         if result.is_ok() {
             // No send is in flight now: the output pipes may let go of their segments.
@@ -1006,6 +1206,10 @@ impl Driver {
                 }
                 self.close(index);
             }
+            // The closes of fixed slots.
+            result = self.drain();
+        }
+        if result.is_ok() {
             result = self.bufs.unregister(&self.ring);
         }
         // Otherwise operations may still be in flight: the connections' send buffers and the
@@ -1039,7 +1243,7 @@ impl Conn {
 
     /// Start a send of the output's flushed segments, if there are any (or shut the write side
     /// down once the output has ended).
-    fn start_send(&mut self, user_data: u64) -> Option<squeue::Entry> {
+    fn start_send(&mut self, index: u32, generation: u32) -> Option<squeue::Entry> {
         let mut cx = Context::from_waker(&self.io_waker);
         match self.output.poll_read_buffer(&mut cx) {
             Poll::Pending => None,
@@ -1052,9 +1256,23 @@ impl Conn {
                 let buffer = read.buffer;
                 if buffer.is_empty() {
                     if read.is_completed {
-                        // SAFETY: `shutdown` on a descriptor this connection owns.
-                        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_WR) };
-                        self.output_done = true;
+                        match self.socket {
+                            Socket::Plain(ref fd) => {
+                                // SAFETY: `shutdown` on a descriptor this connection owns.
+                                unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+                                self.output_done = true;
+                            }
+                            Socket::Fixed(slot) => {
+                                // The slot has no process descriptor: the ring shuts it down,
+                                // and the connection stays open until that completes.
+                                self.sending = true;
+                                return Some(
+                                    opcode::Shutdown::new(types::Fixed(slot), libc::SHUT_WR)
+                                        .build()
+                                        .user_data(user_data(index, generation, OP_SHUTDOWN)),
+                                );
+                            }
+                        }
                     }
                     return None;
                 }
@@ -1073,12 +1291,14 @@ impl Conn {
                 // send's completion: the segments are the output's unconsumed bytes, which stay
                 // in the pipe until `sent` consumes them, and `send` is boxed in this connection,
                 // which is not freed (nor its `send` replaced) while `sending` is set.
-                Some(
-                    opcode::SendMsg::new(types::Fd(self.fd.as_raw_fd()), &send.msg)
-                        .flags(libc::MSG_NOSIGNAL as u32)
-                        .build()
-                        .user_data(user_data),
+                let msg: *const libc::msghdr = &send.msg;
+                let data = user_data(index, generation, OP_SEND);
+                Some(on_socket!(self.socket, |socket| opcode::SendMsg::new(
+                    socket, msg
                 )
+                .flags(libc::MSG_NOSIGNAL as u32)
+                .build()
+                .user_data(data)))
             }
         }
     }
@@ -1089,18 +1309,39 @@ fn fail_input(conn: &mut Conn, error: io::Error) {
     conn.input_done = true;
 }
 
-fn set_nodelay(fd: RawFd) {
+/// `TCP_NODELAY` on socket `fd` (a listener: the sockets it accepts inherit it).
+fn set_nodelay(fd: RawFd) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: `on` outlives the call and its size is passed; `fd` is a socket we own.
-    unsafe {
+    let rc = unsafe {
         libc::setsockopt(
             fd,
             libc::IPPROTO_TCP,
             libc::TCP_NODELAY,
             (&on as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
+}
+
+/// Slots of a fixed-descriptor table when [`DriverOptions::fixed_files`] is 0: the soft limit of
+/// `RLIMIT_NOFILE` (what the process may have open as plain descriptors), clamped to
+/// 64..=65536.
+fn default_fixed_files() -> u32 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` outlives the call, which writes it.
+    let soft = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+        0 => limit.rlim_cur,
+        _ => 1024,
+    };
+    soft.clamp(64, 65536) as u32
 }
 
 /// Wakes from the pipes (on this thread or any other) into the driver's next turn.
