@@ -67,17 +67,24 @@ impl<Item, E: Encoder<Item> + ?Sized> Encoder<Item> for &mut E {
 }
 
 /// Stage `head` then `tail`, copied, contiguous in one pooled block of the writer: an encoder's
-/// copying path (a header and a small payload, a payload and its delimiter), one
-/// [`spare_mut`](PipeWriter::spare_mut) and one [`commit`](PipeWriter::commit).
+/// copying path (a header and a small payload, a payload and its delimiter): straight into the
+/// block of the last write when it has room, else one [`spare_mut`](PipeWriter::spare_mut) and
+/// one [`commit`](PipeWriter::commit).
 pub(crate) fn put_copied(
     dst: &mut PipeWriter,
     head: &[u8],
     tail: &(impl ByteSegments + ?Sized),
 ) -> Result<(), FrameError> {
     let total = head.len() + crate::ByteSegments::len(tail);
-    let space = dst.spare_mut(total)?;
-    space[..head.len()].copy_from_slice(head);
-    tail.copy_prefix_to(&mut space[head.len()..total])?;
+    let copy = |space: &mut [u8]| {
+        space[..head.len()].copy_from_slice(head);
+        tail.copy_prefix_to(&mut space[head.len()..total])
+    };
+    if let Some(staged) = dst.stage_in_place(total, copy) {
+        return Ok(staged?);
+    }
+    // A new block (or a closed end's error).
+    copy(dst.spare_mut(total)?)?;
     dst.commit(total)?;
     Ok(())
 }

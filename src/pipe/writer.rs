@@ -245,6 +245,35 @@ impl PipeWriter {
         self.write_slice_slow(data)
     }
 
+    /// Stage `n > 0` bytes that `fill` writes, in the block of the last write when it has room
+    /// (`write_slice`'s fast path, for the encoders that copy a header and a payload): `None`,
+    /// with nothing staged and `fill` not called, when it has not; else `fill`'s result, the
+    /// bytes staged only if it is `Ok`.
+    #[inline]
+    pub(crate) fn stage_in_place<E>(
+        &mut self,
+        n: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Option<Result<(), E>> {
+        if n == 0 {
+            return None;
+        }
+        self.unpark();
+        let WriteBuf::Active(buf) = &mut self.buf else {
+            return None;
+        };
+        if buf.spare_len() < n {
+            return None;
+        }
+        let filled = fill(&mut buf.spare_mut()[..n]);
+        if filled.is_ok() {
+            buf.commit(n).expect("the free tail holds `n` bytes");
+            // Nothing was handed out: a later `commit` must not commit the tail.
+            self.handed_out = 0;
+        }
+        Some(filled)
+    }
+
     /// [`write_slice`](Self::write_slice) into a new block, or checked for a closed end.
     #[inline(never)]
     fn write_slice_slow(&mut self, data: &[u8]) -> Result<(), Error> {
