@@ -16,8 +16,11 @@
 //! filled to its end is given back and the walk goes on to the next entry, and the last one, if
 //! bytes are left in it, stays in the ring (the kernel writes the next receive after these
 //! bytes); without it, every buffer the bytes reached is given back, the last one partly filled.
-//! The ring does not rely on the completion's `IORING_CQE_F_BUF_MORE`: on kernels that append a
-//! second receive to a bundle's completion, the flag reports the first one.
+//! The completion's `IORING_CQE_F_BUF_MORE` (the kernel keeps the buffer) decides only for a
+//! completion within one buffer, where it is exact (a receive the kernel runs outside the ring's
+//! lock commits the whole buffer when it picks it, and leaves the flag off, bytes left or not);
+//! for one that spans several buffers the walk decides, since on kernels that append a second
+//! receive to a bundle's completion the flag describes the first receive.
 //!
 //! Ownership, which every `unsafe` block below relies on:
 //! 1. The ring's memory (one mmap of `entries` 16-byte entries) is registered with the kernel
@@ -36,8 +39,8 @@
 //!    offered again only after the completion that gives it back (rule 2). The ring never holds
 //!    more entries than ids, so publishing at the tail never overwrites an entry the kernel has
 //!    not consumed (the partly used buffer an incremental ring keeps at its head included).
-//!    Nor does it overwrite the entry of a buffer this side still counts as offered (`offer`
-//!    checks): a completion's later buffers are found by their entries.
+//!    A completion's later buffers are found by their entries, each checked to hold a buffer
+//!    still offered there (an entry published again since names another position).
 //!
 //! Why a completion can never name bytes another packet holds: a packet holds only sealed bytes
 //! of its block, all in front of the slot's write position; the kernel writes only at and after
@@ -208,7 +211,8 @@ impl BufRing {
 
     /// The `n` bytes a completion received from buffer `bid` on, sealed into one packet per
     /// buffer they went to, in order, pushed to `packets`; how many buffers that was (more than
-    /// one only with bundles). Offers the buffers the kernel gave back again.
+    /// one only with bundles). `more` is the completion's `IORING_CQE_F_BUF_MORE`. Offers the
+    /// buffers the kernel gave back again.
     ///
     /// An error if the bytes do not fit the buffers offered from `bid` on (a completion this
     /// ring cannot account for): nothing is then taken from buffers after the first.
@@ -216,6 +220,7 @@ impl BufRing {
         &mut self,
         bid: u16,
         n: usize,
+        more: bool,
         packets: &mut Vec<Packet>,
     ) -> io::Result<usize> {
         let mut bid = bid;
@@ -243,7 +248,9 @@ impl BufRing {
             rest -= here;
             // The entry after this buffer's: where the kernel went on, if bytes are left.
             let next = self.position[usize::from(bid)].wrapping_add(1);
-            if self.incremental && here < left {
+            // Bytes left in the buffer: it is the completion's last. Within one buffer the flag
+            // says whether the kernel kept it; across several, the kernel's commit did.
+            if self.incremental && here < left && (more || buffers > 1) {
                 // The kernel keeps the buffer at its head for the next receive (rule 2 holds).
                 self.left[usize::from(bid)] = (left - here) as u32;
             } else {
@@ -279,9 +286,6 @@ impl BufRing {
     /// Offer a fresh block in every slot without one, as far as the pool gives them.
     pub(super) fn refill(&mut self) {
         while let Some(&bid) = self.missing.last() {
-            if !self.tail_is_free() {
-                break;
-            }
             match self.pool.rent(self.buffer_size) {
                 Ok(buf) => {
                     self.missing.pop();
@@ -292,22 +296,8 @@ impl BufRing {
         }
     }
 
-    /// Whether the entry at the tail may be written: it holds no buffer this side still counts
-    /// as offered (rule 4). Always so while the kernel's completions are taken in the order it
-    /// consumed the ring; a buffer id waits in `missing` otherwise.
-    fn tail_is_free(&self) -> bool {
-        let index = usize::from(self.tail & self.mask);
-        let there = usize::from(self.published[index]);
-        self.offered[there].is_none() || self.position[there] != self.tail.wrapping_sub(self.count)
-    }
-
-    /// Publish `buf`'s free tail as buffer `bid` at the ring's tail (or, if the tail's entry is
-    /// not free, drop it and count `bid` as missing).
+    /// Publish `buf`'s free tail as buffer `bid` at the ring's tail.
     fn offer(&mut self, bid: u16, mut buf: PacketBuf) {
-        if !self.tail_is_free() {
-            self.missing.push(bid);
-            return;
-        }
         let spare = buf.spare_mut();
         let (addr, len) = (
             spare.as_mut_ptr() as u64,
@@ -316,8 +306,7 @@ impl BufRing {
         let index = usize::from(self.tail & self.mask);
         // SAFETY: `index < count`, inside the mapping (rule 1). Entry `index` is free for us to
         // write: the kernel has consumed every entry before the published tail that we reuse (a
-        // ring never holds more offered buffers than entries, one per buffer id), and
-        // `tail_is_free` checked that no buffer still offered was published there.
+        // ring never holds more offered buffers than entries, one per buffer id).
         unsafe {
             let entry = &mut *self.entries.add(index);
             entry.set_addr(addr);
@@ -365,6 +354,18 @@ impl Drop for BufRing {
 mod tests {
     use super::*;
 
+    /// How the kernel runs a receive, as far as the ring can tell.
+    #[derive(Clone, Copy)]
+    enum Receive {
+        /// One buffer, committed after the receive.
+        Single,
+        /// One buffer, committed whole when picked (a receive run outside the ring's lock).
+        Unlocked,
+        /// Buffers from the head on, as many as the bytes fill; the completion's flag is that of
+        /// its first receive of one buffer (a kernel appending a second receive to a bundle).
+        Bundle,
+    }
+
     /// The kernel's view of one buffer ring: its head, and the entries this side published.
     struct Kernel {
         head: u16,
@@ -373,9 +374,15 @@ mod tests {
 
     impl Kernel {
         /// Receive `data` (or as much of it as the ring's buffers from the head on take, one
-        /// buffer only unless `bundle`) as the kernel does: fill the buffers in entry order, then
-        /// commit. The completion's (first buffer id, bytes).
-        fn receive(&mut self, ring: &BufRing, data: &[u8], bundle: bool) -> Option<(u16, usize)> {
+        /// buffer only unless a bundle) as the kernel does: fill the buffers in entry order, then
+        /// commit. The completion's (first buffer id, bytes, `IORING_CQE_F_BUF_MORE`).
+        fn receive(
+            &mut self,
+            ring: &BufRing,
+            data: &[u8],
+            how: Receive,
+        ) -> Option<(u16, usize, bool)> {
+            let bundle = matches!(how, Receive::Bundle);
             // SAFETY: the tail field of the test's own mapping, written by this thread only.
             let tail = unsafe { *BufRingEntry::tail(ring.entries) };
             if tail == self.head {
@@ -386,7 +393,7 @@ mod tests {
                 unsafe { &mut *ring.entries.add(usize::from(at & ring.mask)) }
             };
             let first = entry(self.head).bid();
-            let (mut at, mut done) = (self.head, 0);
+            let (mut at, mut done, mut touched) = (self.head, 0, 0);
             while done < data.len() && at != tail {
                 let e = entry(at);
                 let here = (data.len() - done).min(e.len() as usize);
@@ -396,6 +403,7 @@ mod tests {
                     std::ptr::copy_nonoverlapping(data[done..].as_ptr(), e.addr() as *mut u8, here)
                 };
                 done += here;
+                touched += 1;
                 at = at.wrapping_add(1);
                 if !bundle {
                     break;
@@ -403,13 +411,20 @@ mod tests {
             }
             // Commit, as `io_kbuf_commit` does.
             let mut rest = done;
-            if self.incremental {
+            let mut kept = false;
+            if matches!(how, Receive::Unlocked) {
+                // The whole buffer, when it was picked.
+                let e = entry(self.head);
+                e.set_len(0);
+                self.head = self.head.wrapping_add(1);
+            } else if self.incremental {
                 while rest > 0 {
                     let e = entry(self.head);
                     let here = rest.min(e.len() as usize);
                     e.set_len(e.len() - here as u32);
                     if e.len() > 0 {
                         e.set_addr(e.addr() + here as u64);
+                        kept = true;
                         break;
                     }
                     self.head = self.head.wrapping_add(1);
@@ -418,7 +433,10 @@ mod tests {
             } else {
                 self.head = at;
             }
-            Some((first, done))
+            // A bundle's second receive (any buffer after its first) keeps the first's flag: the
+            // first receive filled its one buffer, so the flag is off.
+            let spanned = touched > 1;
+            Some((first, done, kept && !spanned))
         }
     }
 
@@ -472,10 +490,15 @@ mod tests {
                 _ => 1 + next() as usize % 6000,
             };
             let data: Vec<u8> = (0..len).map(|j| (i as usize * 7 + j) as u8).collect();
-            match kernel.receive(&ring, &data, bundles) {
-                Some((bid, n)) => {
+            let how = match (bundles, next() % 8) {
+                (true, _) => Receive::Bundle,
+                (false, 0) => Receive::Unlocked,
+                (false, _) => Receive::Single,
+            };
+            match kernel.receive(&ring, &data, how) {
+                Some((bid, n, more)) => {
                     sent.extend_from_slice(&data[..n]);
-                    let buffers = ring.take(bid, n, &mut packets).unwrap();
+                    let buffers = ring.take(bid, n, more, &mut packets).unwrap();
                     assert_eq!(buffers, packets.len());
                     multi += usize::from(buffers > 1);
                     for packet in packets.drain(..) {
@@ -525,9 +548,9 @@ mod tests {
         let pool = Pool::new();
         let mut ring = BufRing::new(4, 0, 1024, true, pool.clone()).unwrap();
         let mut packets = Vec::new();
-        assert!(ring.take(9, 10, &mut packets).is_err());
+        assert!(ring.take(9, 10, false, &mut packets).is_err());
         // Four buffers of 1024 bytes from buffer 0 on: 5000 bytes do not fit.
-        assert!(ring.take(0, 5000, &mut packets).is_err());
+        assert!(ring.take(0, 5000, false, &mut packets).is_err());
         drop(packets);
         drop(ring);
         assert_eq!(pool.stats().outstanding, 0);

@@ -947,7 +947,8 @@ impl Driver {
         let taken = match (res, cqueue::buffer_select(flags)) {
             (n, Some(bid)) if n > 0 => {
                 self.stats.receives += 1;
-                let taken = self.bufs.take(bid, n as usize, &mut packets);
+                let more = cqueue::buffer_more(flags);
+                let taken = self.bufs.take(bid, n as usize, more, &mut packets);
                 if let Ok(buffers) = taken {
                     self.stats.receive_buffers += buffers as u64;
                     self.stats.multi_buffer_receives += u64::from(buffers > 1);
