@@ -331,6 +331,15 @@ impl ServerThread {
                         }
                     })
                     .expect("the driver runs");
+                let stats = driver.stats();
+                eprintln!(
+                    "io_uring driver: bundles {}, {} receive completions over {} buffers ({} \
+                     spanning several)",
+                    stats.bundles,
+                    stats.receives,
+                    stats.receive_buffers,
+                    stats.multi_buffer_receives
+                );
             })
             .unwrap();
         let (handle, tid) = listening.recv().expect("the server starts")?;
