@@ -148,7 +148,11 @@ pub struct DriverOptions {
     /// than the buffer at the ring's head holds, instead of one completion (and one pass through
     /// the socket's receive path) per buffer. Each buffer's bytes still become a packet of their
     /// own, in order. Default `true`, used where the kernel has it ([`DriverStats::bundles`] says
-    /// which; [`DriverStats::receive_buffers`] counts the buffers the completions spanned).
+    /// which; [`DriverStats::receive_buffers`] counts the buffers the completions spanned): with
+    /// small messages, where a receive seldom needs a second buffer, bundles cost no more CPU per
+    /// message than one buffer per completion, and with 64 KiB messages on 16 KiB buffers they
+    /// take about 7x fewer receive completions for a few percent less CPU per message.
+    /// `false` gives each completion one buffer.
     pub bundles: bool,
     /// Accepted sockets as fixed (direct) descriptors: a sparse table of
     /// [`fixed_files`](Self::fixed_files) slots is registered with the ring at start
