@@ -28,9 +28,9 @@
 //!    (or, if unregistering failed, never).
 //! 2. A slot whose buffer is offered (`offered[bid]`) belongs to the kernel: this side never
 //!    forms a reference into its free tail, and its `PacketBuf` is neither dropped nor moved out
-//!    until the completion whose bytes reach the buffer's end, or (without incremental
-//!    consumption) any completion whose bytes reach the buffer at all, or until the ring is
-//!    unregistered. Moving the `PacketBuf` value itself is fine: the block it points to does not
+//!    until the completion that gives it back (one whose bytes fill it to its end, one within it
+//!    without `IORING_CQE_F_BUF_MORE`, or without incremental consumption any completion whose
+//!    bytes reach it), or until the ring is unregistered. Moving the `PacketBuf` value itself is fine: the block it points to does not
 //!    move.
 //! 3. Bytes a completion reports as received are initialized and no longer written by the
 //!    kernel once this side has read the completion (the completion queue's acquire load orders
@@ -215,7 +215,8 @@ impl BufRing {
     /// buffers the kernel gave back again.
     ///
     /// An error if the bytes do not fit the buffers offered from `bid` on (a completion this
-    /// ring cannot account for): nothing is then taken from buffers after the first.
+    /// ring cannot account for): the buffers walked until then are taken as above, the one the
+    /// walk found wrong and those after it are left as they are.
     pub(super) fn take(
         &mut self,
         bid: u16,
