@@ -84,12 +84,12 @@ fn fixed_descriptors_from_env() -> bool {
 
 /// Whether the tests ask for receive bundles: `PACKETPIPE_URING_BUNDLES=0` (or `off`) turns them
 /// off, so that each receive completion fills one buffer (CI runs this file once so); unset (or
-/// `on`), the default.
+/// `1`, `on`), the default.
 fn bundles_from_env() -> bool {
     match std::env::var("PACKETPIPE_URING_BUNDLES").as_deref() {
         Ok("0") | Ok("off") => false,
-        Ok("on") | Err(_) => true,
-        Ok(other) => panic!("PACKETPIPE_URING_BUNDLES={other}: 0 (or off), or on"),
+        Ok("1") | Ok("on") | Err(_) => true,
+        Ok(other) => panic!("PACKETPIPE_URING_BUNDLES={other}: 0 (or off), or 1 (or on)"),
     }
 }
 
