@@ -295,9 +295,14 @@ impl ServerThread {
                     std::env::var("ECHO_LOAD_URING_FIXED_FILES").as_deref(),
                     Ok("0")
                 );
+                // `ECHO_LOAD_URING_BUNDLES=0` receives without bundles, a buffer per completion
+                // (default: bundles).
+                let bundles =
+                    !matches!(std::env::var("ECHO_LOAD_URING_BUNDLES").as_deref(), Ok("0"));
                 let options = packetpipe::io::uring::DriverOptions {
                     task_run,
                     fixed_descriptors,
+                    bundles,
                     ..Default::default()
                 };
                 let mut driver = match Driver::with_options(options) {
@@ -326,6 +331,15 @@ impl ServerThread {
                         }
                     })
                     .expect("the driver runs");
+                let stats = driver.stats();
+                eprintln!(
+                    "io_uring driver: bundles {}, {} receive completions over {} buffers ({} \
+                     spanning several)",
+                    stats.bundles,
+                    stats.receives,
+                    stats.receive_buffers,
+                    stats.multi_buffer_receives
+                );
             })
             .unwrap();
         let (handle, tid) = listening.recv().expect("the server starts")?;

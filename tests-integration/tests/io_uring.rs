@@ -1,7 +1,8 @@
 //! The io_uring driver over loopback TCP with std clients: echo with receives cut at random
 //! points, many connections, an empty buffer ring, resets, a slow application, a listener shared
-//! by two drivers, an application on another thread, zero allocations per message, and accepted
-//! sockets as fixed descriptors (none in the process's table, a full table) or plain ones.
+//! by two drivers, an application on another thread, zero allocations per message, accepted
+//! sockets as fixed descriptors (none in the process's table, a full table) or plain ones, and
+//! receive bundles (one completion spanning several buffers, an empty ring under them).
 //!
 //! Where io_uring is unavailable the tests say so and pass, unless `PACKETPIPE_REQUIRE_URING` is
 //! set (CI sets it), which makes that a failure.
@@ -34,13 +35,14 @@ fn env_size(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The options the tests start from: `pool` for every pipe and receive buffer, the task-run mode
-/// and fixed descriptors from the environment. (Under valgrind, which delays the eventfd wakes of
+/// The options the tests start from: `pool` for every pipe and receive buffer, the task-run mode,
+/// fixed descriptors and receive bundles from the environment. (Under valgrind, which delays the eventfd wakes of
 /// other threads, `PACKETPIPE_UNDER_VALGRIND` makes the driver bound its waits.)
 fn options(pool: &Pool) -> DriverOptions {
     DriverOptions {
         task_run: task_run_from_env(),
         fixed_descriptors: fixed_descriptors_from_env(),
+        bundles: bundles_from_env(),
         connection: ConnectionOptions {
             input: PipeOptions {
                 pool: Some(pool.clone()),
@@ -77,6 +79,17 @@ fn fixed_descriptors_from_env() -> bool {
         Ok("0") | Ok("off") => false,
         Ok("on") | Err(_) => true,
         Ok(other) => panic!("PACKETPIPE_URING_FIXED_FILES={other}: 0 (or off), or on"),
+    }
+}
+
+/// Whether the tests ask for receive bundles: `PACKETPIPE_URING_BUNDLES=0` (or `off`) turns them
+/// off, so that each receive completion fills one buffer (CI runs this file once so); unset (or
+/// `1`, `on`), the default.
+fn bundles_from_env() -> bool {
+    match std::env::var("PACKETPIPE_URING_BUNDLES").as_deref() {
+        Ok("0") | Ok("off") => false,
+        Ok("1") | Ok("on") | Err(_) => true,
+        Ok(other) => panic!("PACKETPIPE_URING_BUNDLES={other}: 0 (or off), or 1 (or on)"),
     }
 }
 
@@ -225,6 +238,16 @@ fn echo_with_receives_cut_at_random_points() {
         fixed_descriptors_from_env(),
         "PACKETPIPE_URING_FIXED_FILES: {stats:?}"
     );
+    // And bundles (the kernel CI runs on has them).
+    assert_eq!(
+        stats.bundles,
+        bundles_from_env(),
+        "PACKETPIPE_URING_BUNDLES: {stats:?}"
+    );
+    if !stats.bundles {
+        assert_eq!(stats.receive_buffers, stats.receives, "{stats:?}");
+        assert_eq!(stats.multi_buffer_receives, 0, "{stats:?}");
+    }
     assert_eq!(pool.stats().outstanding, 0, "every block back in the pool");
 }
 
@@ -439,6 +462,111 @@ fn an_empty_buffer_ring_slows_receiving_and_loses_nothing() {
         "two 512-byte buffers for 8 busy connections: {stats:?}"
     );
     assert_eq!(pool.stats().outstanding, 0);
+}
+
+/// Send `len` bytes in writes of `write` bytes each (larger than a receive buffer, so that a
+/// receive finds more in the socket than one buffer holds) while reading the echo on another
+/// thread; the echo must be the same bytes, in order.
+fn bulk_echo_client(addr: SocketAddr, len: usize, seed: u64, write: usize) {
+    let stream = TcpStream::connect(addr).unwrap();
+    let mut reader = stream.try_clone().unwrap();
+    let data: Vec<u8> = {
+        let mut rng = Rng(seed);
+        (0..len).map(|_| rng.next() as u8).collect()
+    };
+    let expected = data.clone();
+    let receiving = thread::spawn(move || {
+        let mut got = Vec::with_capacity(expected.len());
+        reader.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), expected.len(), "every byte echoed");
+        assert!(got == expected, "the echo is the bytes sent, in order");
+    });
+    let mut writer = stream;
+    for chunk in data.chunks(write) {
+        writer.write_all(chunk).unwrap();
+    }
+    writer.shutdown(std::net::Shutdown::Write).unwrap();
+    receiving.join().unwrap();
+}
+
+#[test]
+fn one_receive_completion_spans_several_buffers_and_keeps_every_byte_in_order() {
+    // 1 KiB buffers and 64 KiB writes: more waits in the socket than a buffer holds, so a bundle
+    // fills several buffers per completion. With and without incremental consumption (without
+    // it every buffer a bundle reaches is given back, the last one partly filled).
+    for incremental in [true, false] {
+        let pool = Pool::new();
+        let Some(server) = serve(
+            DriverOptions {
+                buffers: 64,
+                buffer_size: 1024,
+                incremental,
+                bundles: true,
+                ..options(&pool)
+            },
+            echo,
+        ) else {
+            return;
+        };
+        let len = env_size("URING_ECHO_BYTES", 1 << 20);
+        let clients: Vec<_> = (0..3)
+            .map(|i| {
+                let addr = server.addr;
+                thread::spawn(move || bulk_echo_client(addr, len, 300 + i, 64 * 1024))
+            })
+            .collect();
+        for client in clients {
+            client.join().unwrap();
+        }
+        let stats = server.stop();
+        assert!(stats.bundles, "the kernel has receive bundles: {stats:?}");
+        assert_eq!(stats.incremental, incremental, "{stats:?}");
+        assert!(
+            stats.multi_buffer_receives > 0 && stats.receive_buffers > stats.receives,
+            "completions spanned several 1 KiB buffers: {stats:?}"
+        );
+        assert_eq!(pool.stats().outstanding, 0, "every block back in the pool");
+    }
+}
+
+#[test]
+fn an_empty_buffer_ring_under_bundles_slows_receiving_and_loses_nothing() {
+    // Four 1 KiB buffers for 8 connections writing 16 KiB at a time: bundles take the whole ring
+    // (a bundle that empties it ends its receive, which is armed again) and receives find it
+    // empty (`ENOBUFS`).
+    for incremental in [true, false] {
+        let pool = Pool::new();
+        let Some(server) = serve(
+            DriverOptions {
+                buffers: 4,
+                buffer_size: 1024,
+                incremental,
+                bundles: true,
+                ..options(&pool)
+            },
+            echo,
+        ) else {
+            return;
+        };
+        let len = env_size("URING_ECHO_BYTES", 1 << 20) / 4;
+        let clients: Vec<_> = (0..8)
+            .map(|i| {
+                let addr = server.addr;
+                thread::spawn(move || bulk_echo_client(addr, len, 400 + i, 16 * 1024))
+            })
+            .collect();
+        for client in clients {
+            client.join().unwrap();
+        }
+        let stats = server.stop();
+        assert!(stats.bundles, "{stats:?}");
+        assert!(
+            stats.enobufs > 0,
+            "four 1 KiB buffers for 8 busy connections: {stats:?}"
+        );
+        assert!(stats.multi_buffer_receives > 0, "{stats:?}");
+        assert_eq!(pool.stats().outstanding, 0);
+    }
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //!
 //! Bounds: `SOAK_URING_SECS` seconds (default 10; CI runs the default, the connections under way
 //! then finish, a few seconds more), `SOAK_URING_CONNS` connections at once (default 128),
-//! `SOAK_URING_BUFFERS` and `SOAK_URING_BUFFER_SIZE` for the ring (default 64 of 4 KiB). The seed
+//! `SOAK_URING_BUFFERS` and `SOAK_URING_BUFFER_SIZE` for the ring (default 64 of 4 KiB),
+//! `SOAK_URING_BUNDLES=0` to receive without bundles (default: the driver's, on). The seed
 //! is new each run unless `SOAK_SEED` replays one (a failure prints it, and the seed of the
 //! failing connection). Release builds only (`cargo test --release --features io-uring --test
 //! soak_uring`). Where io_uring is unavailable the test says so and passes, unless
@@ -37,6 +38,7 @@ fn soak_many_connections_on_one_driver() {
     let options = DriverOptions {
         buffers: env("SOAK_URING_BUFFERS", 64) as u16,
         buffer_size: env("SOAK_URING_BUFFER_SIZE", 4096) as usize,
+        bundles: env("SOAK_URING_BUNDLES", 1) != 0,
         connection: soak::connection_options(&pool),
         ..Default::default()
     };

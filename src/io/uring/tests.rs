@@ -10,8 +10,17 @@ use std::rc::Rc;
 use super::*;
 
 /// A driver with `options`, or `None` where io_uring is unavailable (a failure under
-/// `PACKETPIPE_REQUIRE_URING`).
+/// `PACKETPIPE_REQUIRE_URING`). `PACKETPIPE_URING_BUNDLES=0` (or `off`) turns receive bundles
+/// off, as for the integration tests.
 fn driver(options: DriverOptions) -> Option<Driver> {
+    let bundles_off = matches!(
+        std::env::var("PACKETPIPE_URING_BUNDLES").as_deref(),
+        Ok("0") | Ok("off")
+    );
+    let options = DriverOptions {
+        bundles: options.bundles && !bundles_off,
+        ..options
+    };
     match Driver::with_options(options) {
         Ok(mut driver) => {
             // Bounded waits, so that a step waiting on a wake the test never sends returns.
