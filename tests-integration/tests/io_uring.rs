@@ -389,7 +389,22 @@ fn open_sockets_on_port(port: u16) -> Vec<u64> {
             let inode: u64 = fields.get(9)?.parse().ok()?;
             (local_port == port && inode != 0 && ours.contains(&inode)).then_some(inode)
         })
+        .collect::<std::collections::BTreeSet<u64>>()
+        .into_iter()
         .collect()
+}
+
+/// [`open_sockets_on_port`] once it is `expected` (within 10 s): `/proc/net/tcp` is read in
+/// pieces while other tests open and close sockets, and a piece can repeat or miss a line.
+fn sockets_on_port_settled(port: u16, expected: usize) -> Vec<u64> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let sockets = open_sockets_on_port(port);
+        if sockets.len() == expected || std::time::Instant::now() >= deadline {
+            return sockets;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]
@@ -427,7 +442,7 @@ fn ten_thousand_connections_churned_leave_no_descriptor_or_block() {
         "every accepted socket closed: {stats:?}"
     );
     assert_eq!(
-        open_sockets_on_port(port),
+        sockets_on_port_settled(port, 0),
         Vec::<u64>::new(),
         "sockets of the server's port still open in this process"
     );
@@ -991,7 +1006,7 @@ fn fixed_descriptors_open_no_process_descriptor_and_both_paths_leak_none() {
             return;
         };
         let port = server.addr.port();
-        let before = open_sockets_on_port(port);
+        let before = sockets_on_port_settled(port, 1);
         assert_eq!(before.len(), 1, "the listener");
         let mut held: Vec<TcpStream> = (0..16)
             .map(|_| TcpStream::connect(server.addr).unwrap())
@@ -999,8 +1014,8 @@ fn fixed_descriptors_open_no_process_descriptor_and_both_paths_leak_none() {
         for (i, stream) in held.iter_mut().enumerate() {
             round_trip(stream, format!("held {i}").as_bytes());
         }
-        let during = open_sockets_on_port(port);
         let expected = if fixed { 1 } else { 1 + held.len() };
+        let during = sockets_on_port_settled(port, expected);
         assert_eq!(
             during.len(),
             expected,
@@ -1029,7 +1044,7 @@ fn fixed_descriptors_open_no_process_descriptor_and_both_paths_leak_none() {
             thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(
-            open_sockets_on_port(port),
+            sockets_on_port_settled(port, before.len()),
             before,
             "only the listener is left"
         );
@@ -1038,7 +1053,7 @@ fn fixed_descriptors_open_no_process_descriptor_and_both_paths_leak_none() {
         assert_eq!(stats.accepted, 16 + count as u64, "{stats:?}");
         assert_eq!(stats.closed, stats.accepted, "{stats:?}");
         assert_eq!((stats.table_full, stats.accept_errors), (0, 0), "{stats:?}");
-        assert_eq!(open_sockets_on_port(port), Vec::<u64>::new());
+        assert_eq!(sockets_on_port_settled(port, 0), Vec::<u64>::new());
         assert_eq!(pool.stats().outstanding, 0);
     }
 }
