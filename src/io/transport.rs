@@ -27,8 +27,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::byte_stream::io_error;
@@ -37,6 +36,11 @@ use super::connection::{
     InlineState, MAX_WRITE_SEGMENTS,
 };
 use crate::error::SharedError;
+// The connection's locks and flags are the crate's (loom's in model builds: the models in
+// loom-tests/tests/inline_output.rs check the output's hand-over between a flush and the
+// connection's future on another thread).
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 use crate::pipe::transport::{Deliver, Refill};
 use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
 
