@@ -114,10 +114,11 @@ impl AsyncWrite for Stream {
 }
 
 /// The application flushes `abc` into a socket with room for 2 bytes (`c` is queued for the
-/// connection's future), then `de`, and completes its writer only once the peer has all five
-/// bytes (a request answered before the connection closes): so a queued byte that nobody is
-/// woken to write is a loom deadlock, not a late write at the shutdown. The connection's future
-/// runs on its own thread; the peer reads on the model's.
+/// connection's future), reads what the peer got (making room), flushes `de`, and completes its
+/// writer only once the peer has all five bytes (a request answered before the connection
+/// closes): so a queued byte that nobody is woken to write is a loom deadlock, not a late write
+/// at the shutdown. The connection's future runs on its own thread; the application and the
+/// peer on the model's.
 fn flushes_and_the_connection_future_share_the_output_model() {
     loom::model(|| {
         let wire = Wire::new(2);
@@ -133,38 +134,31 @@ fn flushes_and_the_connection_future_share_the_output_model() {
                 ..Default::default()
             },
         );
-        let (reader, writer) = (Hold::new(app.reader), Hold::new(app.writer));
+        let (reader, mut writer) = (Hold::new(app.reader), Hold::new(app.writer));
         let connection = Hold::new(connection);
         drop(reader.into_inner()); // the application reads nothing: the input ends
-        let answered = Arc::new(Notify::new());
-        let application = {
-            let answered = answered.clone();
-            thread::spawn(move || {
-                let mut writer = writer;
-                writer.write_slice(b"abc").unwrap();
-                block_on(writer.flush_pipe()).unwrap();
-                writer.write_slice(b"de").unwrap();
-                block_on(writer.flush_pipe()).unwrap();
-                answered.wait();
-                writer.into_inner().complete();
-            })
-        };
         let driver = thread::spawn(move || block_on(connection.into_inner()));
         let mut got = Vec::new();
-        let mut told = false;
+        writer.write_slice(b"abc").unwrap();
+        block_on(writer.flush_pipe()).unwrap();
+        wire.read(&mut got);
+        writer.write_slice(b"de").unwrap();
+        block_on(writer.flush_pipe()).unwrap();
         loop {
-            let shut = wire.read(&mut got);
-            if got.len() >= 5 && !told {
-                told = true;
-                answered.notify();
+            wire.read(&mut got);
+            if got.len() >= 5 {
+                break;
             }
-            if shut {
+            wire.arrived.wait();
+        }
+        writer.into_inner().complete();
+        loop {
+            if wire.read(&mut got) {
                 break;
             }
             wire.arrived.wait();
         }
         assert_eq!(got, b"abcde");
-        application.join().unwrap();
         let end = driver.join().unwrap().expect("the connection ends cleanly");
         assert_eq!(end.sent, 5);
         assert!(!end.peer_closed, "{end:?}");
@@ -181,7 +175,7 @@ fn flushes_and_the_connection_future_share_the_output() {
 /// bytes published before them are still queued: `de` can reach the peer before `c`.
 #[test]
 #[cfg(packetpipe_mutant)]
-#[should_panic]
+#[should_panic(expected = "left == right")]
 fn mutant_write_ahead_of_queue() {
     flushes_and_the_connection_future_share_the_output_model();
 }

@@ -36,13 +36,13 @@ use super::connection::{
     InlineState, MAX_WRITE_SEGMENTS,
 };
 use crate::error::SharedError;
-// The connection's locks and flags are the crate's (loom's in model builds: the models in
-// loom-tests/tests/inline_output.rs check the output's hand-over between a flush and the
+use crate::pipe::transport::{Deliver, Refill};
+use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
+// The connection's locks and flags are the crate's (loom's in model builds: the model in
+// loom-tests/tests/inline_output.rs checks the output's hand-over between a flush and the
 // connection's future on another thread).
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Mutex, MutexGuard};
-use crate::pipe::transport::{Deliver, Refill};
-use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
 
 /// One flavor's read half of a stream.
 pub(crate) trait ReadSide: Send + Sync + 'static {
