@@ -27,8 +27,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::byte_stream::io_error;
@@ -39,6 +38,11 @@ use super::connection::{
 use crate::error::SharedError;
 use crate::pipe::transport::{Deliver, Refill};
 use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
+// The connection's locks and flags are the crate's (loom's in model builds: the model in
+// loom-tests/tests/inline_output.rs checks the output's hand-over between a flush and the
+// connection's future on another thread).
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 
 /// One flavor's read half of a stream.
 pub(crate) trait ReadSide: Send + Sync + 'static {
