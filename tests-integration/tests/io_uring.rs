@@ -504,6 +504,40 @@ fn bulk_echo_client(addr: SocketAddr, len: usize, seed: u64, write: usize) {
     receiving.join().unwrap();
 }
 
+/// An echo server with receive bundles over `buffers` buffers of 1 KiB, and `clients` clients
+/// (seeds from `seed`) each echoing `len` bytes written `write` at a time, every byte checked:
+/// the driver's stats once it stopped (`None` where the driver cannot run).
+fn bundled_bulk_echo(
+    pool: &Pool,
+    buffers: u16,
+    incremental: bool,
+    clients: u64,
+    len: usize,
+    seed: u64,
+    write: usize,
+) -> Option<DriverStats> {
+    let server = serve(
+        DriverOptions {
+            buffers,
+            buffer_size: 1024,
+            incremental,
+            bundles: true,
+            ..options(pool)
+        },
+        echo,
+    )?;
+    let clients: Vec<_> = (0..clients)
+        .map(|i| {
+            let addr = server.addr;
+            thread::spawn(move || bulk_echo_client(addr, len, seed + i, write))
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    Some(server.stop())
+}
+
 #[test]
 fn one_receive_completion_spans_several_buffers_and_keeps_every_byte_in_order() {
     // 1 KiB buffers and 64 KiB writes: more waits in the socket than a buffer holds, so a bundle
@@ -511,29 +545,10 @@ fn one_receive_completion_spans_several_buffers_and_keeps_every_byte_in_order() 
     // it every buffer a bundle reaches is given back, the last one partly filled).
     for incremental in [true, false] {
         let pool = Pool::new();
-        let Some(server) = serve(
-            DriverOptions {
-                buffers: 64,
-                buffer_size: 1024,
-                incremental,
-                bundles: true,
-                ..options(&pool)
-            },
-            echo,
-        ) else {
+        let len = env_size("URING_ECHO_BYTES", 1 << 20);
+        let Some(stats) = bundled_bulk_echo(&pool, 64, incremental, 3, len, 300, 64 * 1024) else {
             return;
         };
-        let len = env_size("URING_ECHO_BYTES", 1 << 20);
-        let clients: Vec<_> = (0..3)
-            .map(|i| {
-                let addr = server.addr;
-                thread::spawn(move || bulk_echo_client(addr, len, 300 + i, 64 * 1024))
-            })
-            .collect();
-        for client in clients {
-            client.join().unwrap();
-        }
-        let stats = server.stop();
         assert!(stats.bundles, "the kernel has receive bundles: {stats:?}");
         assert_eq!(stats.incremental, incremental, "{stats:?}");
         assert!(
@@ -551,29 +566,10 @@ fn an_empty_buffer_ring_under_bundles_slows_receiving_and_loses_nothing() {
     // empty (`ENOBUFS`).
     for incremental in [true, false] {
         let pool = Pool::new();
-        let Some(server) = serve(
-            DriverOptions {
-                buffers: 4,
-                buffer_size: 1024,
-                incremental,
-                bundles: true,
-                ..options(&pool)
-            },
-            echo,
-        ) else {
+        let len = env_size("URING_ECHO_BYTES", 1 << 20) / 4;
+        let Some(stats) = bundled_bulk_echo(&pool, 4, incremental, 8, len, 400, 16 * 1024) else {
             return;
         };
-        let len = env_size("URING_ECHO_BYTES", 1 << 20) / 4;
-        let clients: Vec<_> = (0..8)
-            .map(|i| {
-                let addr = server.addr;
-                thread::spawn(move || bulk_echo_client(addr, len, 400 + i, 16 * 1024))
-            })
-            .collect();
-        for client in clients {
-            client.join().unwrap();
-        }
-        let stats = server.stop();
         assert!(stats.bundles, "{stats:?}");
         assert!(
             stats.enobufs > 0,
