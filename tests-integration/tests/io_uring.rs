@@ -73,12 +73,12 @@ fn task_run_from_env() -> TaskRun {
 
 /// Whether the tests ask for fixed descriptors: `PACKETPIPE_URING_FIXED_FILES=0` (or `off`) turns
 /// them off, so that the accepted sockets are plain descriptors (CI runs this file once so);
-/// unset (or `on`), the default.
+/// unset (or `1`, `on`), the default.
 fn fixed_descriptors_from_env() -> bool {
     match std::env::var("PACKETPIPE_URING_FIXED_FILES").as_deref() {
         Ok("0") | Ok("off") => false,
-        Ok("on") | Err(_) => true,
-        Ok(other) => panic!("PACKETPIPE_URING_FIXED_FILES={other}: 0 (or off), or on"),
+        Ok("1") | Ok("on") | Err(_) => true,
+        Ok(other) => panic!("PACKETPIPE_URING_FIXED_FILES={other}: 0 (or off), or 1 (or on)"),
     }
 }
 
