@@ -821,19 +821,25 @@ impl PipeWriter {
         }
     }
 
-    /// Take the parked write buffer back, unless the reader released it while idle.
-    #[inline]
+    /// Take the parked write buffer back, unless the reader released it while idle. The check
+    /// is inlined into every write (most find the buffer active); the reclaim is not.
+    #[inline(always)]
     fn unpark(&mut self) {
         if let WriteBuf::Parked(_) = self.buf {
-            let WriteBuf::Parked(parked) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
-                unreachable!("matched above")
-            };
-            if let Some((buf, credits)) = self.queue.reclaim_tail(parked) {
-                self.buf = WriteBuf::Active(buf);
-                self.seal_credits = credits;
-            } else {
-                self.queue.forget_growth();
-            }
+            self.reclaim_parked();
+        }
+    }
+
+    #[inline(never)]
+    fn reclaim_parked(&mut self) {
+        let WriteBuf::Parked(parked) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
+            unreachable!("called with a parked buffer")
+        };
+        if let Some((buf, credits)) = self.queue.reclaim_tail(parked) {
+            self.buf = WriteBuf::Active(buf);
+            self.seal_credits = credits;
+        } else {
+            self.queue.forget_growth();
         }
     }
 
