@@ -1030,6 +1030,13 @@ impl<H: Recycle> ParkingSlot<H> {
         Some((writer, parked.credits))
     }
 
+    /// Whether the slot holds no parked reference, as a Relaxed peek (a hint: a writer on another
+    /// thread may park right after).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.block.load(Ordering::Relaxed).is_null()
+    }
+
     /// Release the parked reference, if any (the reader going idle); whether this call took it
     /// (then the writer can write the block no more). A Relaxed peek first skips the swap when
     /// the slot is empty: a park this misses is followed by a publish, which the caller will see

@@ -37,7 +37,7 @@ use super::connection::{
 };
 use crate::error::SharedError;
 use crate::pipe::transport::{Deliver, Refill};
-use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader};
+use crate::pipe::{local_reader, pipe_with, Fill, PipeCanceler, PipeReader, TailProbe};
 // The connection's locks and flags are the crate's (loom's in model builds: the model in
 // loom-tests/tests/inline_output.rs checks the output's hand-over between a flush and the
 // connection's future on another thread).
@@ -219,7 +219,11 @@ pub(crate) fn connect_layered(
 ) -> (DuplexPipe, Connection) {
     let mut reader = local_reader(options.input, options.keep_blocks_idle);
     let (mut writer, output) = pipe_with(options.output);
+    let output_tail = output
+        .tail_probe()
+        .expect("an output pipe's reader reads the shared queue");
     let shared = Arc::new(Shared {
+        output_tail,
         output: Mutex::new(Output {
             reader: output,
             write: Box::new(write),
@@ -253,6 +257,9 @@ pub(crate) fn connect_layered(
 /// What both directions share with the connection's future.
 pub(crate) struct Shared {
     output: Mutex<Output>,
+    /// Whether the output pipe's reader would find a parked block to send home (see `idle`),
+    /// without taking `output`.
+    output_tail: TailProbe,
     /// The connection future's waker.
     driver: Mutex<Option<Waker>>,
     /// Wakes the application's reader if it waits (an abort).
@@ -670,9 +677,13 @@ impl<R: ReadSide, L: Layer> Inbound<R, L> {
         if idle {
             self.shared.input_idle.store(true, Ordering::Relaxed);
             // Nothing unconsumed in and (once written) nothing out: the output writer's partly
-            // used block goes home too, so a connection waiting for its peer holds none.
-            if let Ok(mut output) = self.shared.output.try_lock() {
-                output.reader.release_writer_block();
+            // used block goes home too, so a connection waiting for its peer holds none. A
+            // writer that parked nothing and never published (its flushes wrote straight to the
+            // stream) leaves nothing to release, and the lock is not taken.
+            if !self.shared.output_tail.holds_nothing() {
+                if let Ok(mut output) = self.shared.output.try_lock() {
+                    output.reader.release_writer_block();
+                }
             }
         }
     }

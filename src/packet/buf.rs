@@ -280,6 +280,12 @@ impl BufSlot {
         Some((PacketBuf::from_writer(writer), credits))
     }
 
+    /// Whether nothing is parked (a Relaxed peek, see `ParkingSlot::is_empty`).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Release the parked reference, if there is one (the reader side); whether there was.
     #[inline]
     pub(crate) fn release(&self) -> bool {

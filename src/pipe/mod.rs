@@ -121,6 +121,7 @@ mod state;
 mod take_frame_after_tests;
 pub(crate) mod transport;
 pub(crate) use local::Fill;
+pub(crate) use queue::TailProbe;
 mod wait;
 mod writer;
 

@@ -381,7 +381,28 @@ unsafe impl Send for Consumer {}
 // SAFETY: `&Consumer` only reads published packets, which only `&mut Consumer` changes.
 unsafe impl Sync for Consumer {}
 
+/// A look at a queue from outside its consumer, for a caller that would lock the consumer only to
+/// call [`Consumer::release_parked_tail`] on an empty queue: whether that call would find
+/// anything to let go.
+#[derive(Clone)]
+pub(crate) struct TailProbe(Arc<QueueShared>);
+
+impl TailProbe {
+    /// Nothing is parked and nothing was ever published (so no node is kept for growth either):
+    /// `release_parked_tail` would release nothing. Relaxed loads: a hint, as the slot's own
+    /// peek in `release` is.
+    #[inline]
+    pub(crate) fn holds_nothing(&self) -> bool {
+        self.0.parked_tail.is_empty() && self.0.published.load(Ordering::Relaxed) & COUNT_MASK == 0
+    }
+}
+
 impl Consumer {
+    /// See [`TailProbe`].
+    pub(crate) fn tail_probe(&self) -> TailProbe {
+        TailProbe(self.shared.clone())
+    }
+
     /// Load the published word, making newly published bytes accessible; returns the flags.
     #[inline]
     pub(crate) fn refresh(&mut self) -> u64 {

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use super::blocking::{block_on, coalesce, SMALL_READ};
 use super::input::Input;
 use super::local::Local;
-use super::queue::Consumer;
+use super::queue::{Consumer, TailProbe};
 use super::read_buffer::ReadBuffer;
 use super::state::{CancelEnd, PipeCanceler, PipeState, DONE, FAILED};
 use super::transport::Refill;
@@ -131,6 +131,8 @@ pub struct PipeReader {
     compactions: u64,
     /// The block that small copied frames share (`packet::shared_copy`); let go before waiting.
     copies: SharedCopies,
+    /// The waker this reader registered last with its wait cell (`WaitCell::register_once`).
+    registered: Option<std::task::Waker>,
 }
 
 impl PipeReader {
@@ -189,6 +191,7 @@ impl PipeReader {
             source: None,
             compactions: 0,
             copies: SharedCopies::default(),
+            registered: None,
         }
     }
 
@@ -204,6 +207,14 @@ impl PipeReader {
     #[inline]
     fn is_local(&self) -> bool {
         matches!(self.queue, Input::Local(_))
+    }
+
+    /// See [`TailProbe`]; `None` for a reader of its own source.
+    pub(crate) fn tail_probe(&self) -> Option<TailProbe> {
+        match &self.queue {
+            Input::Shared(queue) => Some(queue.tail_probe()),
+            Input::Local(_) => None,
+        }
     }
 
     /// Send the writer's parked block home if this reader holds no unconsumed byte (an idle
@@ -450,7 +461,10 @@ impl PipeReader {
             } else {
                 self.compact_waiting();
             }
-            self.state.waits.reader.register(cx.waker());
+            self.state
+                .waits
+                .reader
+                .register_once(cx.waker(), &mut self.registered);
             registered = true;
         };
         self.end_lift();

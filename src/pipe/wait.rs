@@ -38,6 +38,25 @@ impl WaitCell {
         self.waiting.store(true, Ordering::SeqCst);
     }
 
+    /// [`register`](Self::register) for the cell's one waiter, which keeps in `last` the waker it
+    /// registered last (every registration of this cell goes through here with the same `last`).
+    /// When that registration still stands (no wake has taken it since: the flag is still set)
+    /// and `waker` wakes the same task, registering again would change nothing: only the flag is
+    /// loaded, and that SeqCst load stands for the store in the handshake above (a notifier whose
+    /// state change comes after it in the total order still sees the flag set). The caller
+    /// re-checks its condition afterwards either way.
+    #[inline]
+    pub(crate) fn register_once(&self, waker: &Waker, last: &mut Option<Waker>) {
+        let same = last.as_ref().is_some_and(|w| w.will_wake(waker));
+        if same && self.is_waiting() {
+            return;
+        }
+        self.register(waker);
+        if !same {
+            *last = Some(waker.clone());
+        }
+    }
+
     /// Wake the waiter, if one announced itself. Call after a SeqCst change of the state the waiter
     /// checks. Costs one SeqCst load when nobody waits.
     #[inline]
