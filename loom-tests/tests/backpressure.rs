@@ -74,3 +74,13 @@ fn reader_completion_wakes_paused_flush() {
 fn mutant_no_recheck_flush() {
     paused_flush_resumes_model();
 }
+
+/// Mutant `flag_cleared_unlocked`: a wake that clears the waiting flag outside the slot's lock can
+/// leave the flag set over an empty slot; the reader's next wait with the same waker then
+/// registers nothing and is never woken.
+#[test]
+#[cfg(packetpipe_mutant)]
+#[should_panic(expected = "deadlock")]
+fn mutant_flag_cleared_unlocked() {
+    paused_flush_resumes_model();
+}

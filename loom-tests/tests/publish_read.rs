@@ -51,3 +51,12 @@ fn mutant_relaxed_publish() {
 fn mutant_no_recheck() {
     flushes_arrive_in_order_model();
 }
+
+/// Mutant `stale_registration`: a reader waiting again with the same waker skips registering
+/// although the first flush's wake took its registration; the second flush then wakes nobody.
+#[test]
+#[cfg(packetpipe_mutant)]
+#[should_panic(expected = "deadlock")]
+fn mutant_stale_registration() {
+    flushes_arrive_in_order_model();
+}

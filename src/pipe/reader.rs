@@ -742,6 +742,21 @@ impl PipeReader {
     pub(crate) fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
         self.check_take(skip, n)?;
         let total = skip + n; // within the buffer's length: checked
+                              // A reader of its own input, a frame that fits the packet value, in the first segment:
+                              // the most common take of small frames, with one look at the input (no examined position
+                              // to share: nothing waits on this reader's progress).
+        if let Input::Local(local) = &mut self.queue {
+            if n <= Packet::INLINE_CAPACITY && n > 0 && n <= self.copy_threshold {
+                if let Some(front) = local.front_holding(total) {
+                    let frame = Packet::inline_from(front, skip, n);
+                    local.consume_in_front(total as u64);
+                    self.examined = self.examined.max(local.consumed());
+                    self.last_len = self.last_len.map(|len| len - total as u64);
+                    self.frames_taken = true;
+                    return Ok(frame);
+                }
+            }
+        }
         let packet = match self.queue.front_holding(total) {
             // The common case, the frame in the first segment: copy or share it from there.
             Some(front) if n > 0 => {
