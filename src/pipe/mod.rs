@@ -61,10 +61,12 @@
 //!   it (a reader that loaded the two apart could end a stream short of its last bytes).
 //! - *Node reuse.* The reader takes a consumed node's packet out, then stores its position
 //!   (Release); the writer loads it (Acquire) before reusing any node behind it.
-//! - *Sleep and wake.* A side that must wait stores its waker, sets its `waiting` flag (SeqCst) and
-//!   re-checks its condition (SeqCst loads); the other side changes the state (SeqCst) and then
-//!   loads the flag (SeqCst), taking the lock and waking only if it is set. In the single order of
-//!   SeqCst operations one of the two sees the other, so no wakeup is lost (`wait.rs`).
+//! - *Sleep and wake.* A side that must wait stores its waker and sets its `waiting` flag (SeqCst),
+//!   both under the waker slot's lock, and re-checks its condition (SeqCst loads); the other side
+//!   changes the state (SeqCst) and then loads the flag (SeqCst), and only if it is set takes the
+//!   lock, clears the flag and takes the waker. In the single order of SeqCst operations one of the
+//!   two sees the other, so no wakeup is lost (`wait.rs`). Since the flag and the slot change
+//!   together, a reader that finds its flag still set with the same waker skips registering again.
 //! - *Packet release.* Clones increment the block's count Relaxed; drops decrement with Release and
 //!   the last one fences Acquire before the block is reused. A sole holder sees a count of 1 with an
 //!   Acquire load and skips the decrement.
