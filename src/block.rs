@@ -1043,7 +1043,7 @@ impl<H: Recycle> ParkingSlot<H> {
     /// before it waits again, and then it releases.
     #[inline]
     pub(crate) fn release(&self) -> bool {
-        if self.block.load(Ordering::Relaxed).is_null() {
+        if self.is_empty() {
             return false;
         }
         let taken = self.block.swap(ptr::null_mut(), Ordering::AcqRel);

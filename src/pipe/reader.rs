@@ -741,10 +741,11 @@ impl PipeReader {
     #[track_caller]
     pub(crate) fn take_frame_after(&mut self, skip: usize, n: usize) -> Result<Packet, Error> {
         self.check_take(skip, n)?;
-        let total = skip + n; // within the buffer's length: checked
-                              // A reader of its own input, a frame that fits the packet value, in the first segment:
-                              // the most common take of small frames, with one look at the input (no examined position
-                              // to share: nothing waits on this reader's progress).
+        // Within the buffer's length: checked.
+        let total = skip + n;
+        // A reader of its own input, a frame that fits the packet value, in the first segment:
+        // the most common take of small frames, with one look at the input (no examined position
+        // to share: nothing waits on this reader's progress).
         if let Input::Local(local) = &mut self.queue {
             if n <= Packet::INLINE_CAPACITY && n > 0 && n <= self.copy_threshold {
                 if let Some(front) = local.front_holding(total) {
