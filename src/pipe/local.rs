@@ -434,6 +434,22 @@ impl Fill<'_> {
         self.front_readable(0, n)
     }
 
+    /// Make `packets` (`bytes` bytes, none empty), received into blocks of their own (an
+    /// io_uring completion's buffers), readable after the others, no copy; `packets` is left
+    /// empty. With nothing unconsumed the two queues trade places: no packet moves.
+    #[inline]
+    #[cfg_attr(not(all(feature = "io-uring", target_os = "linux")), allow(dead_code))]
+    pub(crate) fn append(&mut self, packets: &mut VecDeque<Packet>, bytes: u64) {
+        let local = &mut *self.local;
+        if local.packets.is_empty() {
+            std::mem::swap(&mut local.packets, packets);
+        } else {
+            local.packets.append(packets);
+        }
+        local.available += bytes;
+        local.back_grows = false;
+    }
+
     /// Copy `data` into the receive block and make it readable.
     pub(crate) fn write_slice(&mut self, data: &[u8]) -> Result<(), Error> {
         let space = self.buffer_mut(data.len())?;

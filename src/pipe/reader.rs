@@ -277,7 +277,15 @@ impl PipeReader {
         self.check_open()?;
         self.check_advanced()?;
         self.end_lift();
-        match self.check(Want::New) {
+        let mut checked = self.check(Want::New);
+        if checked.is_none() {
+            if let (Some(source), Input::Local(local)) = (self.source.as_mut(), &mut self.queue) {
+                if source.try_refill(&mut local.fill(&self.state)) {
+                    checked = self.check(Want::New);
+                }
+            }
+        }
+        match checked {
             Some(Ok(status)) => Ok(Some(self.result(status))),
             Some(Err(e)) => Err(e),
             None => Ok(None),

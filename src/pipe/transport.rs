@@ -35,6 +35,14 @@ pub(crate) trait Refill: Send + Sync {
         into: &mut Fill<'_>,
     ) -> Poll<()>;
 
+    /// A read that must not wait ([`try_read`](super::PipeReader::try_read)) found nothing
+    /// beyond its examined point: put into `into` what the source holds already, if it can
+    /// without registering for a wake (a socket's readiness cannot: a registration with no
+    /// one to wake would replace the reader's). Whether it put anything (or completed `into`).
+    fn try_refill(&mut self, _into: &mut Fill<'_>) -> bool {
+        false
+    }
+
     /// The reader completed (by the application, with `error` if it gave one) after consuming
     /// `consumed` bytes: the source is not read again.
     fn close(&mut self, error: Option<&SharedError>, consumed: u64);
