@@ -8,7 +8,7 @@
 //!   operation.
 //! - **Receive**: one multishot receive per connection, from a provided-buffer ring whose
 //!   buffers are pooled blocks (`buf_ring.rs`): each completion's bytes are sealed into a
-//!   [`Packet`] per buffer and appended to the connection's input pipe, no copy. With receive
+//!   [`Packet`] per buffer and handed to the connection's reader, no copy (`inbox.rs`). With receive
 //!   bundles ([`DriverOptions::bundles`]) one completion may fill several buffers, when more is
 //!   waiting in the socket than one buffer holds.
 //! - **Send**: one `SENDMSG` per connection at a time, its iovecs the output pipe's flushed
@@ -25,8 +25,8 @@
 //! given to [`Driver::run`]) turns it into a future that the driver polls on its own thread,
 //! woken by the pipes: serve the connection there (inline: no thread hop between the kernel's
 //! completion and the parser), or send the pipe to another thread or task and return at once
-//! (the pipes' cross-thread path then carries the bytes, and their wakes reach this thread
-//! through an eventfd the ring reads).
+//! (the inbox's lock and the output pipe's cross-thread path then carry the bytes, and their
+//! wakes reach this thread through an eventfd the ring reads).
 //!
 //! ```no_run
 //! use packetpipe::io::uring::Driver;
@@ -53,7 +53,7 @@
 //!
 //! | event | effect |
 //! |---|---|
-//! | the input pipe reaches its pause threshold (a slow application) | that connection's receive is cancelled; it is re-armed once the application has read the input down to the resume threshold |
+//! | the bytes the reader has not taken reach the input's pause threshold (a slow application) | that connection's receive is cancelled; it is re-armed once the reader has taken the input down to the resume threshold |
 //! | the fixed-descriptor table is full (`ENFILE`; or the process's table, `EMFILE`, with plain descriptors) | counted ([`DriverStats::table_full`]); the listener accepts again once a connection closes (or after a backoff), while new clients wait in the listen backlog |
 //! | an accept fails otherwise | counted ([`DriverStats::accept_errors`]); the listener accepts again after a backoff (1 ms, doubling up to 1 s while it keeps failing), never in a loop |
 //! | the buffer ring is empty (`ENOBUFS`) | the receive is re-armed once buffers are offered again; the bytes wait in the socket, none is lost |
@@ -72,6 +72,7 @@
 //! ([`io::tokio::connection`](crate::io::tokio::connection)).
 
 mod buf_ring;
+mod inbox;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -90,11 +91,12 @@ use std::time::{Duration, Instant};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use self::buf_ring::BufRing;
+use self::inbox::{Inbox, Receive, WakeReader};
 use self::ring::Enter;
 pub use self::ring::TaskRun;
 use super::connection::{ConnectionOptions, DuplexPipe};
 use crate::packet::Packet;
-use crate::pipe::{pipe_with, PipeReader, PipeWriter};
+use crate::pipe::{local_reader, pipe_with, PipeReader};
 
 /// Settings of a [`Driver`]: plain data, built with struct update syntax so that a configuration
 /// keeps compiling when fields are added.
@@ -177,7 +179,7 @@ pub struct DriverOptions {
     /// descriptor to set it on). Default `true`: request/response traffic should not wait for
     /// Nagle's algorithm.
     pub nodelay: bool,
-    /// The pipes of each connection. The input pipe's pool also provides the receive buffers,
+    /// The pipes of each connection. The input's pool also provides the receive buffers,
     /// and `max_write_segments` bounds a send's iovecs; the input's `min_segment_size` does not
     /// size the receives (`buffer_size` does). `pumped` and `keep_blocks_idle` do not apply: the
     /// kernel receives into the ring's buffers and the driver sends with its own submissions, so
@@ -367,8 +369,13 @@ type Serve<'a> = dyn FnMut(DuplexPipe) -> AppFuture + 'a;
 /// flight, and the box does not move when the table grows.
 struct Conn {
     socket: Socket,
-    /// Where received packets go (the application holds the reader).
-    input: PipeWriter,
+    /// Where received packets go: the application's reader takes them when it needs more.
+    inbox: Inbox,
+    /// What the receive completions brought since the connection was last serviced: the
+    /// service delivers it to the inbox (packets, their bytes, the input's end).
+    arrived: VecDeque<Packet>,
+    arrived_bytes: usize,
+    arrived_end: Option<Option<io::Error>>,
     /// What to send (the application holds the writer).
     output: PipeReader,
     app: Option<AppFuture>,
@@ -395,7 +402,7 @@ struct Conn {
     /// table) gets once it is closed. A receive still queued when its connection closed would
     /// receive another connection's bytes.
     recvs: u32,
-    /// The input pipe is at its pause threshold: do not receive until it drains.
+    /// The reader lags by the input's pause threshold: do not receive until it catches up.
     recv_paused: bool,
     /// The receive was stopped by `ENOBUFS`: re-arm when buffers are back.
     recv_starved: bool,
@@ -899,13 +906,21 @@ impl Driver {
         let slot = &mut self.conns[index as usize];
         slot.generation = slot.generation.wrapping_add(1) & 0xff_ffff;
         let key = user_data(index, slot.generation, 0);
-        let (input, reader) = pipe_with(self.options.input.clone());
         let (writer, output) = pipe_with(self.options.output.clone());
         // The application's first poll is due: its waker starts notified.
         let app_wake = ConnWaker::new(key, NOTIFIED, &self.wake);
         let app_waker = Waker::from(app_wake.clone());
         let io_wake = ConnWaker::new(key, IDLE, &self.wake);
         let io_waker = Waker::from(io_wake.clone());
+        // The reader owns its segments and takes the received packets from the inbox itself.
+        let input = &self.options.input;
+        let (inbox, source) = Inbox::new(
+            io_waker.clone(),
+            input.pause_threshold,
+            input.resume_threshold,
+        );
+        let mut reader = local_reader(input.clone(), false);
+        reader.set_source(Box::new(source));
         let segments = self
             .options
             .max_write_segments
@@ -913,7 +928,10 @@ impl Driver {
         let app = serve(DuplexPipe { reader, writer });
         slot.conn = Some(Box::new(Conn {
             socket,
-            input,
+            inbox,
+            arrived: VecDeque::new(),
+            arrived_bytes: 0,
+            arrived_end: None,
             output,
             app: Some(app),
             app_wake,
@@ -944,7 +962,7 @@ impl Driver {
         slot.conn.as_deref_mut()
     }
 
-    /// A receive completion: bytes into the connection's input pipe, or the receive's end.
+    /// A receive completion: packets for the connection's reader, or the receive's end.
     fn received(&mut self, data: u64, res: i32, flags: u32, more: bool) {
         let key = key_of(data);
         let mut packets = std::mem::take(&mut self.spanned);
@@ -974,17 +992,18 @@ impl Driver {
                 }
             }
             match taken {
-                Some(Ok(_)) => {
+                // After the input's end (the application closed its reader, or a receive
+                // failed) they are dropped below.
+                Some(Ok(_)) if !conn.input_done => {
                     for packet in packets.drain(..) {
-                        // An append that fails: the application dropped its reader; nothing
-                        // more is read (the rest of the packets are dropped).
-                        let dropped = !conn.input_done && conn.input.append(packet).is_err();
-                        conn.input_done |= dropped;
+                        conn.arrived_bytes += packet.len();
+                        conn.arrived.push_back(packet);
                     }
                 }
+                Some(Ok(_)) => {}
                 Some(Err(e)) => fail_input(conn, e),
                 None if res == 0 => {
-                    conn.input.complete();
+                    conn.arrived_end.get_or_insert(None);
                     conn.input_done = true;
                 }
                 None if res == -libc::ENOBUFS => {
@@ -1055,24 +1074,30 @@ impl Driver {
             return Ok(());
         };
         conn.ready = false;
-        // Until the application's poll below, its wakes (the input's flush waking its reader) are
-        // recorded, not queued: that poll sees them. Until the driver's own polls after it, the
+        // Until the application's poll below, its wakes are recorded, not queued: that poll sees
+        // them. Until the driver's own polls after it, the
         // same holds for the driver's wakes (the application flushing its output).
         let app_notified = conn.app_wake.begin();
-        conn.io_wake.begin();
+        let io_notified = conn.io_wake.begin();
+        // Deliver what the receives brought: the application is polled if its reader waits for
+        // it (a reader elsewhere is woken). Packets the reader has not taken at the pause
+        // threshold mean the application lags: stop receiving until it takes them (its taking
+        // wakes the driver's waker).
         let mut paused = false;
-        // Publish what the receives appended; a flush that waits means the application lags:
-        // stop receiving until the pipe drains (the flush's wake brings us back).
-        if !conn.input_done {
-            let mut cx = Context::from_waker(&conn.io_waker);
-            match conn.input.poll_flush_pipe(&mut cx) {
-                Poll::Ready(Ok(result)) if result.is_completed => conn.input_done = true,
-                Poll::Ready(Ok(_)) => conn.recv_paused = false,
-                Poll::Ready(Err(_)) => conn.input_done = true,
-                Poll::Pending => {
-                    paused = !conn.recv_paused;
-                    conn.recv_paused = true;
-                }
+        let mut app_notified = app_notified;
+        if conn.arrived_bytes > 0 || conn.arrived_end.is_some() {
+            let bytes = std::mem::take(&mut conn.arrived_bytes);
+            let end = conn.arrived_end.take();
+            let (receive, wake) =
+                conn.inbox
+                    .deliver(&mut conn.arrived, bytes, end, &conn.app_waker);
+            if !conn.input_done {
+                paused = conn.follow(receive);
+            }
+            match wake {
+                WakeReader::No => {}
+                WakeReader::App => app_notified = true,
+                WakeReader::Other(waker) => waker.wake(),
             }
         }
         // From here on the application's wakes queue the connection again (it may wake itself).
@@ -1084,18 +1109,12 @@ impl Driver {
                 }
             }
         }
-        // And the driver's: every registration they answer is polled again below (the input's
-        // flush if it waited, the output's read unless a send's completion will bring us back).
-        conn.io_wake.end();
-        // The application may have read input just now.
-        if !conn.input_done && conn.recv_paused {
-            let mut cx = Context::from_waker(&conn.io_waker);
-            if let Poll::Ready(result) = conn.input.poll_flush_pipe(&mut cx) {
-                conn.recv_paused = false;
-                if result.map_or(true, |r| r.is_completed) {
-                    conn.input_done = true;
-                }
-            }
+        // And the driver's: every registration they answer is polled again below (the output's
+        // read unless a send's completion will bring us back). Its inbox wakes it when the
+        // reader took packets the driver paused on, or closed: the application may have done
+        // either just now, here or on another thread.
+        if (conn.io_wake.end() || io_notified) && !conn.input_done {
+            paused |= conn.follow(conn.inbox.receive_state());
         }
         let mut entries: [Option<squeue::Entry>; 2] = [None, None];
         let mut starving = false;
@@ -1239,7 +1258,15 @@ impl Driver {
         for slot in &mut self.conns {
             if let Some(conn) = slot.conn.as_deref_mut() {
                 conn.app = None;
-                conn.input.complete_with_error(aborted());
+                conn.arrived_bytes = 0;
+                conn.arrived.clear();
+                let end = Some(Some(aborted()));
+                let (_, wake) = conn
+                    .inbox
+                    .deliver(&mut conn.arrived, 0, end, &conn.app_waker);
+                if let WakeReader::Other(waker) = wake {
+                    waker.wake();
+                }
                 conn.input_done = true;
             }
         }
@@ -1289,6 +1316,23 @@ impl Drop for Driver {
 }
 
 impl Conn {
+    /// Follow the inbox: pause the receive while the reader lags (packets it has not taken at
+    /// the pause threshold; its taking them wakes the driver), stop it once the reader is gone.
+    /// Whether the receive pauses now.
+    fn follow(&mut self, receive: Receive) -> bool {
+        match receive {
+            Receive::Open => {
+                self.recv_paused = false;
+                false
+            }
+            Receive::Paused => !std::mem::replace(&mut self.recv_paused, true),
+            Receive::Closed => {
+                self.input_done = true;
+                false
+            }
+        }
+    }
+
     /// The tag after the current one that no receive in flight has.
     fn free_recv_tag(&self) -> Option<u8> {
         (1..=RECV_TAGS)
@@ -1360,7 +1404,7 @@ impl Conn {
 }
 
 fn fail_input(conn: &mut Conn, error: io::Error) {
-    conn.input.complete_with_error(error);
+    conn.arrived_end.get_or_insert(Some(error));
     conn.input_done = true;
 }
 

@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 
 use super::*;
+use crate::pipe::PipeWriter;
 
 /// A driver with `options`, or `None` where io_uring is unavailable (a failure under
 /// `PACKETPIPE_REQUIRE_URING`). `PACKETPIPE_URING_BUNDLES=0` (or `off`) turns receive bundles
