@@ -1,6 +1,6 @@
 //! The io_uring driver over loopback TCP with std clients: echo with receives cut at random
 //! points, many connections, an empty buffer ring, resets, a slow application, a listener shared
-//! by two drivers, an application on another thread, zero allocations per message, accepted
+//! by two drivers, applications on other threads (blocking, and async on a tokio runtime), zero allocations per message, accepted
 //! sockets as fixed descriptors (none in the process's table, a full table) or plain ones, and
 //! receive bundles (one completion spanning several buffers, an empty ring under them).
 //!
@@ -677,9 +677,9 @@ fn a_slow_application_pauses_its_own_receive_only() {
         let go = go_rx.lock().unwrap().try_recv().ok();
         async move {
             if let Some(go) = go {
-                // The slow one: examines nothing until told to, and then until its input holds
-                // the pause threshold. The driver publishes input only by flushing it, and a flush
-                // that leaves the threshold unexamined waits: the receive has paused by then.
+                // The slow one: reads nothing until told to, and then takes its input until it
+                // holds the pause threshold. The packets it has not taken reach the threshold
+                // while it sleeps: the receive has paused by then.
                 let _ = go.await;
                 loop {
                     let held = match pipe.reader.try_read() {
@@ -723,12 +723,14 @@ fn a_slow_application_pauses_its_own_receive_only() {
     echo_client(server.addr, 64 * 1024, 6, 1000);
     go.send(()).unwrap();
     slow.join().unwrap();
-    // Every byte of both connections arrived, the other one while the slow one slept. Whether
-    // the slow one's receive paused is printed, not asserted: in about one run in four of this
-    // test alone `paused` stays 0 with no `ENOBUFS` (its input never reached the threshold
-    // unexamined while it slept), at this commit and before it; the cause is not found yet.
+    // Every byte of both connections arrived, the other one while the slow one slept, and the
+    // slow one's receive paused: its untaken input reached the threshold while it slept.
     let stats = server.stop();
     eprintln!("slow application: {stats:?}");
+    assert!(
+        stats.paused >= 1,
+        "the slow connection's receive never paused: {stats:?}"
+    );
     assert_eq!(pool.stats().outstanding, 0);
 }
 
@@ -810,6 +812,121 @@ fn an_application_on_another_thread_through_the_pipes() {
     }
     server.stop();
     worker.join().unwrap();
+    assert_eq!(pool.stats().outstanding, 0);
+}
+
+#[test]
+fn async_applications_on_another_runtime_pause_and_resume_their_receives() {
+    // The readers live on a tokio runtime's worker threads: the driver delivers to their inboxes
+    // under the lock and wakes them through their wakers; they wake the driver through its
+    // eventfd when they take what paused the receive. They write nothing until the end, so only
+    // their takes can bring the driver back to a paused receive.
+    const PAUSE: usize = 16 * 1024;
+    let pool = Pool::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let handle = runtime.handle().clone();
+    let app = move |mut pipe: DuplexPipe| {
+        handle.spawn(async move {
+            // Asleep while the client's first half arrives: the untaken input reaches the pause
+            // threshold, so the receive pauses before the second half is sent.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let (mut total, mut sum, mut reads) = (0u64, 0u64, 0u64);
+            loop {
+                let Ok(read) = pipe.reader.read_buffer().await else {
+                    return;
+                };
+                let (n, done) = (read.buffer.len(), read.is_completed);
+                for chunk in read.buffer.segments() {
+                    total += chunk.len() as u64;
+                    sum = chunk
+                        .iter()
+                        .fold(sum, |s, &b| s.wrapping_mul(31).wrapping_add(b as u64));
+                }
+                pipe.reader.advance_to(n, n).unwrap();
+                if done {
+                    break;
+                }
+                reads += 1;
+                if reads % 4 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            pipe.writer.write_slice(&total.to_le_bytes()).unwrap();
+            pipe.writer.write_slice(&sum.to_le_bytes()).unwrap();
+            let _ = pipe.writer.flush_pipe().await;
+        });
+        async {}
+    };
+    let options = DriverOptions {
+        connection: ConnectionOptions {
+            input: PipeOptions {
+                pool: Some(pool.clone()),
+                pause_threshold: PAUSE,
+                resume_threshold: PAUSE / 2,
+                ..Default::default()
+            },
+            output: PipeOptions {
+                pool: Some(pool.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ..self::options(&pool)
+    };
+    let Some(server) = serve(options, app) else {
+        return;
+    };
+    let len = env_size("URING_ECHO_BYTES", 1 << 20);
+    assert!(
+        len >= 2 * PAUSE,
+        "each client sends more than the pause threshold"
+    );
+    let clients: Vec<_> = (0..3u64)
+        .map(|i| {
+            let addr = server.addr;
+            thread::spawn(move || {
+                let data: Vec<u8> = {
+                    let mut rng = Rng(80 + i);
+                    (0..len).map(|_| rng.next() as u8).collect()
+                };
+                let mut stream = TcpStream::connect(addr).unwrap();
+                // A receive that stays paused would leave this client waiting: fail instead.
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(60)))
+                    .unwrap();
+                let (first, second) = data.split_at(len / 2);
+                stream.write_all(first).unwrap();
+                // The second half (and the end) only once the reader's takes resumed the receive
+                // paused by the first.
+                thread::sleep(Duration::from_millis(500));
+                stream.write_all(second).unwrap();
+                stream.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut reply = [0u8; 16];
+                stream
+                    .read_exact(&mut reply)
+                    .expect("the application saw every byte and replied");
+                let sum = data
+                    .iter()
+                    .fold(0u64, |s, &b| s.wrapping_mul(31).wrapping_add(b as u64));
+                assert_eq!(reply[..8], (len as u64).to_le_bytes(), "every byte arrived");
+                assert_eq!(reply[8..], sum.to_le_bytes(), "the bytes arrived in order");
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let stats = server.stop();
+    drop(runtime);
+    eprintln!("applications on a runtime: {stats:?}");
+    assert!(
+        stats.paused >= 3,
+        "a receive did not pause while its reader slept: {stats:?}"
+    );
     assert_eq!(pool.stats().outstanding, 0);
 }
 
