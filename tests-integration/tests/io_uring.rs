@@ -640,6 +640,24 @@ fn a_reset_mid_frame_completes_the_input_with_the_error() {
     assert_eq!(pool.stats().outstanding, 0);
 }
 
+/// Connection options over `pool` whose input pauses its receive at `pause` bytes the reader has
+/// not taken, and resumes at half that.
+fn pausing_at(pool: &Pool, pause: usize) -> ConnectionOptions {
+    ConnectionOptions {
+        input: PipeOptions {
+            pool: Some(pool.clone()),
+            pause_threshold: pause,
+            resume_threshold: pause / 2,
+            ..Default::default()
+        },
+        output: PipeOptions {
+            pool: Some(pool.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// Pending once, after waking itself: the driver polls the future again on its next round.
 async fn yield_now() {
     let mut yielded = false;
@@ -658,19 +676,7 @@ fn a_slow_application_pauses_its_own_receive_only() {
     // The input pipes pause at 16 KiB: well below what the slow client sends, also under valgrind.
     const PAUSE: usize = 16 * 1024;
     let pool = Pool::new();
-    let options = ConnectionOptions {
-        input: PipeOptions {
-            pool: Some(pool.clone()),
-            pause_threshold: PAUSE,
-            resume_threshold: PAUSE / 2,
-            ..Default::default()
-        },
-        output: PipeOptions {
-            pool: Some(pool.clone()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options = pausing_at(&pool, PAUSE);
     let (go_tx, go_rx) = mpsc::channel::<futures::channel::oneshot::Receiver<()>>();
     let go_rx = std::sync::Mutex::new(go_rx);
     let app = move |mut pipe: DuplexPipe| {
@@ -862,19 +868,7 @@ fn async_applications_on_another_runtime_pause_and_resume_their_receives() {
         async {}
     };
     let options = DriverOptions {
-        connection: ConnectionOptions {
-            input: PipeOptions {
-                pool: Some(pool.clone()),
-                pause_threshold: PAUSE,
-                resume_threshold: PAUSE / 2,
-                ..Default::default()
-            },
-            output: PipeOptions {
-                pool: Some(pool.clone()),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
+        connection: pausing_at(&pool, PAUSE),
         ..self::options(&pool)
     };
     let Some(server) = serve(options, app) else {
