@@ -15,7 +15,8 @@
 //! (another current-thread runtime):
 //! N connections, each keeping K requests outstanding (a frame of a 4-byte big-endian length and
 //! `--size` payload bytes; each echo is checked byte for byte and answered with a new request).
-//! After a warm-up, for `--seconds`, it measures per configuration and server:
+//! Once every connection has been answered, and after a warm-up, for `--seconds`, it measures per
+//! configuration and server:
 //!
 //! - µs per message: the mean round-trip time of a message (sent to echoed);
 //! - messages per second;
@@ -568,6 +569,8 @@ struct Tally {
     stopping: Cell<bool>,
     messages: Cell<u64>,
     rtt_ns: Cell<u128>,
+    /// Connections answered at least once.
+    answered: Cell<usize>,
 }
 
 /// One connection: keep `k` requests outstanding until told to stop, then collect the rest.
@@ -602,6 +605,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let mut sent = VecDeque::with_capacity(k);
     let mut buf = vec![0u8; 64 * 1024];
     let mut offset = 0; // into the frame the next received byte belongs to
+    let mut answered = false;
     let now = Instant::now();
     sent.extend(std::iter::repeat(now).take(k));
     socket.write_all(&frames).await?;
@@ -636,6 +640,9 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
         }
+        if echoed > 0 && !std::mem::replace(&mut answered, true) {
+            tally.answered.set(tally.answered.get() + 1);
+        }
         if !tally.stopping.get() && echoed > 0 {
             sent.extend(std::iter::repeat(now).take(echoed));
             socket.write_all(&frames[..echoed * frame.len()]).await?;
@@ -669,6 +676,19 @@ pub fn run(server: &ServerThread, options: &Options, c: usize, k: usize) -> Figu
                 tokio::task::spawn_local(client(server.addr, options.size, k, tally.clone(), tls))
             })
             .collect();
+        // The warm-up starts once every connection has been answered: a connect whose SYN the
+        // listen backlog dropped (256 connections at once overflow std's backlog of 128) is
+        // retried a second later, and its set-up (the server's accept and allocations) would
+        // otherwise fall into the measured interval.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tally.answered.get() < c {
+            assert!(
+                Instant::now() < deadline,
+                "{} of {c} connections answered after 30 s",
+                tally.answered.get()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         tokio::time::sleep(options.warmup).await;
         let before = server.usage();
         if let Some(counter) = &mut syscalls {
