@@ -1075,16 +1075,15 @@ impl Driver {
         };
         conn.ready = false;
         // Until the application's poll below, its wakes are recorded, not queued: that poll sees
-        // them. Until the driver's own polls after it, the
-        // same holds for the driver's wakes (the application flushing its output).
-        let app_notified = conn.app_wake.begin();
+        // them. Until the driver's own polls after it, the same holds for the driver's wakes (the
+        // application flushing its output, or taking what paused the receive).
+        let mut app_notified = conn.app_wake.begin();
         let io_notified = conn.io_wake.begin();
         // Deliver what the receives brought: the application is polled if its reader waits for
         // it (a reader elsewhere is woken). Packets the reader has not taken at the pause
         // threshold mean the application lags: stop receiving until it takes them (its taking
         // wakes the driver's waker).
         let mut paused = false;
-        let mut app_notified = app_notified;
         if conn.arrived_bytes > 0 || conn.arrived_end.is_some() {
             let bytes = std::mem::take(&mut conn.arrived_bytes);
             let end = conn.arrived_end.take();
