@@ -34,7 +34,14 @@
 #                 one full handshake per connection, then the same requests and checks. The
 #                 handshakes are the same in the N and 3N runs, so the differencing cancels them:
 #                 the count is of the records, the HTTP and the I/O per request;
-#   https-P16-8   the same with 16 pipelined requests per write.
+#   https-P16-8   the same with 16 pipelined requests per write;
+#   uring-16x1    echo-16x1's load on the io_uring driver (examples/echo_server.rs --transport uring,
+#                 built with `io-uring`) against the io_uring floor (perf/examples/uring_floor.rs:
+#                 the same ring set-up, buffers and system calls with no pipe and no codec), both
+#                 with PACKETPIPE_UNDER_VALGRIND=1 (their waits bounded to 1 ms: valgrind holds
+#                 the wakes and signals of a thread waiting in io_uring_enter); needs a kernel
+#                 with io_uring;
+#   uring-16x16   the same with 16 frames outstanding on each connection.
 #
 # E2E_HYPER=1 also counts the same HTTP server on hyper 1.x (perf/examples/http_server_hyper.rs)
 # in the http-* cases and prints it below the table (not held to a budget, not written).
@@ -58,9 +65,10 @@
 #
 # Takes about 80 s on a 2-core machine for the first five cases (20 runs under callgrind, 2-12 s
 # each), about 30 s more for the two HTTP cases (8 runs) and 18-22 s more for the two HTTPS cases
-# (8 runs; the same N as the HTTP cases), after building packetpipe and the programs (the TLS
-# programs are a second build of packetpipe, with ring and rustls): about a minute after .ci/run's
-# "benches build" step, a few minutes from nothing.
+# (8 runs; the same N as the HTTP cases), about 40 s more for the two io_uring cases (8 runs),
+# after building packetpipe and the programs (the TLS programs are a second build of packetpipe,
+# with ring and rustls, the io_uring programs a third): about a minute after .ci/run's "benches
+# build" step, a few minutes from nothing.
 set -euo pipefail
 shopt -s inherit_errexit # a failed client inside $(count ...) stops the script
 cd "$(dirname "$0")/.."
@@ -80,7 +88,8 @@ case "${1:-}" in
     "") ;;
     *) echo "usage: bash scripts/e2e_instructions.sh [--update]" >&2; exit 2 ;;
 esac
-all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64 http-plain-8 http-P16-8 https-plain-8 https-P16-8"
+all_cases="echo-16x1 echo-16x16 rpc-32 resp-get-P16 lines-4x64 http-plain-8 http-P16-8 https-plain-8 https-P16-8
+    uring-16x1 uring-16x16"
 # E2E_CASES="rpc-32 lines-4x64": measure and check those only (to look into one; with --update,
 # only their rows of the budget are rewritten, the others' kept as they are).
 cases=${E2E_CASES:-$all_cases}
@@ -111,6 +120,11 @@ tls_bin=$log/tls
 build ,packetpipe/tls,packetpipe-perf/tls --example http_server --example http_server_tokio_util --example http_count
 mkdir "$tls_bin"
 cp "$bin/http_server" "$bin/http_server_tokio_util" "$bin/http_count" "$tls_bin/"
+# The uring-* cases' two programs, the same way with the `io-uring` features.
+uring_bin=$log/uring
+build ,packetpipe/io-uring,packetpipe-perf/io-uring --example echo_server --example uring_floor
+mkdir "$uring_bin"
+cp "$bin/echo_server" "$bin/uring_floor" "$uring_bin/"
 build "" --example resp_server --example resp_server_tokio_util --example echo_count --example e2e_count \
     --example http_server --example http_server_tokio_util --example http_server_hyper --example http_count
 # The https-* cases' certificate (as scripts/http_bench.sh makes it).
@@ -120,13 +134,15 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=l
 
 declare -A messages=( # N, per connection (redis-benchmark: in all)
     [echo-16x1]=3000 [echo-16x16]=12000 [rpc-32]=20000 [resp-get-P16]=128000 [lines-4x64]=20480
-    [http-plain-8]=1500 [http-P16-8]=4800 [https-plain-8]=1500 [https-P16-8]=4800)
+    [http-plain-8]=1500 [http-P16-8]=4800 [https-plain-8]=1500 [https-P16-8]=4800
+    [uring-16x1]=3000 [uring-16x16]=12000)
 declare -A connections=([echo-16x1]=16 [echo-16x16]=16 [rpc-32]=1 [resp-get-P16]=1 [lines-4x64]=4
-    [http-plain-8]=8 [http-P16-8]=8 [https-plain-8]=8 [https-P16-8]=8)
+    [http-plain-8]=8 [http-P16-8]=8 [https-plain-8]=8 [https-P16-8]=8 [uring-16x1]=16 [uring-16x16]=16)
 declare -A peer_name=([echo-16x1]="tokio-util forward" [echo-16x16]="tokio-util forward"
     [rpc-32]="std BufReader/BufWriter" [resp-get-P16]="tokio-util Framed" [lines-4x64]="tokio-util LinesCodec"
     [http-plain-8]="tokio-util Framed + BytesMut" [http-P16-8]="tokio-util Framed + BytesMut"
-    [https-plain-8]="tokio-rustls + tokio-util Framed" [https-P16-8]="tokio-rustls + tokio-util Framed")
+    [https-plain-8]="tokio-rustls + tokio-util Framed" [https-P16-8]="tokio-rustls + tokio-util Framed"
+    [uring-16x1]="io_uring floor" [uring-16x16]="io_uring floor")
 
 server_command() { # case side -> the server's command line, less its address
     case "$1/$2" in
@@ -143,6 +159,8 @@ server_command() { # case side -> the server's command line, less its address
         http-*/hyper) echo "$bin/http_server_hyper" ;;
         https-*/packetpipe) echo "$tls_bin/http_server --tls $log/cert.pem $log/key.pem" ;;
         https-*/peer) echo "$tls_bin/http_server_tokio_util --tls $log/cert.pem $log/key.pem" ;;
+        uring-*/packetpipe) echo "$uring_bin/echo_server --transport uring" ;;
+        uring-*/peer) echo "$uring_bin/uring_floor" ;;
     esac
 }
 
@@ -150,8 +168,8 @@ client() { # case address messages: load the server, return once every reply is 
     local addr=$2 m=$3
     # A bound on each client: a server that stops answering fails the script instead of hanging it.
     case "$1" in
-        echo-16x1) timeout 300 "$bin/echo_count" client "$addr" 16 1 "$m" ;;
-        echo-16x16) timeout 300 "$bin/echo_count" client "$addr" 16 16 "$m" ;;
+        echo-16x1 | uring-16x1) timeout 300 "$bin/echo_count" client "$addr" 16 1 "$m" ;;
+        echo-16x16 | uring-16x16) timeout 300 "$bin/echo_count" client "$addr" 16 16 "$m" ;;
         rpc-32) timeout 300 "$bin/e2e_count" rpc "$addr" "$m" 32 ;;
         resp-get-P16)
             # redis-benchmark can end without having made its requests (its summary line is missing).
@@ -172,9 +190,11 @@ count() { # case side messages -> instructions of the server process (runs in a 
     local name=$1 side=$2 m=$3 addr server out
     # A file of this run's own: a previous run's "listening on" line would name its address.
     out=$(mktemp "$log/server.XXXXXX")
+    local env=()
+    if [[ $name == uring-* ]]; then env=(PACKETPIPE_UNDER_VALGRIND=1); fi
     # shellcheck disable=SC2046 # the command line is split on purpose
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null $(server_command "$name" "$side") \
-        127.0.0.1:0 >"$out" 2>&1 &
+    env "${env[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        $(server_command "$name" "$side") 127.0.0.1:0 >"$out" 2>&1 &
     server=$!
     # Whatever way this subshell ends, the server does not outlive it.
     # shellcheck disable=SC2064 # the PID expanded now: $server is local
@@ -198,6 +218,18 @@ count() { # case side messages -> instructions of the server process (runs in a 
     }
     # The blocking RPC server exits once its connection ends; the others serve until killed.
     [[ $name == rpc-* ]] || kill -TERM "$server"
+    # Valgrind holds signals while an io_uring server waits in io_uring_enter, and has been seen to
+    # drop one: a connection ends the wait, and the signal is sent again.
+    local tries=0
+    while [[ $name == uring-* ]] && kill -0 "$server" 2>/dev/null; do
+        if ((++tries > 100)); then
+            echo "$name: the $side server did not stop on SIGTERM: no count" >&2
+            exit 1
+        fi
+        timeout 1 bash -c "exec 3<>/dev/tcp/${addr%:*}/${addr##*:}" 2>/dev/null || true
+        sleep 0.2
+        kill -TERM "$server" 2>/dev/null || true
+    done
     wait "$server" 2>/dev/null || true
     trap - EXIT
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out"
