@@ -115,6 +115,8 @@ mod input;
 mod local;
 mod options;
 mod queue;
+#[cfg(test)]
+mod quiet_tests;
 mod read_buffer;
 mod read_until;
 mod reader;

@@ -395,6 +395,13 @@ impl TailProbe {
     pub(crate) fn holds_nothing(&self) -> bool {
         self.0.parked_tail.is_empty() && self.0.published.load(Ordering::Relaxed) & COUNT_MASK == 0
     }
+
+    /// The producer's write buffer is parked (a Relaxed peek, a hint as in `holds_nothing`):
+    /// the consumer's `release_parked_tail` would send a block home.
+    #[inline]
+    pub(crate) fn parked(&self) -> bool {
+        !self.0.parked_tail.is_empty()
+    }
 }
 
 impl Consumer {
@@ -506,6 +513,22 @@ impl Consumer {
         }
         // Final: whatever it still counts beyond what was added is on its way (published next).
         grown.load(Ordering::Acquire) & !GROWN_FINAL != self.last_grown
+    }
+
+    /// Whether a look would find nothing new, for a consumer whose last read found nothing and
+    /// left its wake registered: nothing accessible, nothing published since (nor the end), no
+    /// node kept for growth. One load. A hint: a publication it misses wakes the consumer.
+    #[inline]
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.available() == 0
+            && self.last == self.dummy
+            && self.shared.published.load(Ordering::Acquire) == self.visible_end
+    }
+
+    /// The producer's write buffer is parked (a Relaxed peek, as [`TailProbe::parked`]).
+    #[inline]
+    pub(crate) fn writer_parked(&self) -> bool {
+        !self.shared.parked_tail.is_empty()
     }
 
     /// Bytes published so far, loaded now (without making them accessible).

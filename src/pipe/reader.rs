@@ -217,6 +217,36 @@ impl PipeReader {
         }
     }
 
+    /// Whether a read would find nothing new, after a read that found nothing: its wake is still
+    /// registered (no publication has used it up) and nothing was published since. Then a caller
+    /// that only looks for new bytes (a driver with many connections) may skip the read: a
+    /// publication this misses wakes it. (A skipped read also leaves the writer's parked block
+    /// alone: [`release_writer_block`](Self::release_writer_block) sends it home.) False for a
+    /// reader of its own source.
+    ///
+    /// The registration first: a wake may use it up for bytes an earlier read already returned
+    /// (the writer publishes, the reader reads them, then the writer's wake runs), and the next
+    /// publication then wakes nobody unless a read registers again.
+    #[inline]
+    pub(crate) fn is_quiet(&self) -> bool {
+        match &self.queue {
+            Input::Shared(queue) => self.state.waits.reader.is_waiting() && queue.is_quiet(),
+            Input::Local(_) => false,
+        }
+    }
+
+    /// Whether the writer's buffer is parked (a peek): [`release_writer_block`] would send its
+    /// block home. False for a reader of its own source.
+    ///
+    /// [`release_writer_block`]: Self::release_writer_block
+    #[inline]
+    pub(crate) fn writer_block_parked(&self) -> bool {
+        match &self.queue {
+            Input::Shared(queue) => queue.writer_parked(),
+            Input::Local(_) => false,
+        }
+    }
+
     /// Send the writer's parked block home if this reader holds no unconsumed byte (an idle
     /// connection's output).
     pub(crate) fn release_writer_block(&mut self) {

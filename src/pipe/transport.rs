@@ -8,9 +8,10 @@
 //!   waits, so the bytes arrive in the reader's own poll or call, with no task, queue or
 //!   publication between;
 //! - the writer's [`Deliver`]: a flush with nothing published still unwritten hands the staged
-//!   bytes to the destination straight from the write buffer (no seal, no publication); after a
-//!   flush publishes bytes, the writer asks it to hand them to the destination at once (never
-//!   waiting); on completion, to finish the destination.
+//!   bytes to the destination straight from the write buffer (no seal, no publication), or, to a
+//!   destination that writes later (a ring's send), as the one packet they seal into (no
+//!   publication); after a flush publishes bytes, the writer asks it to hand them to the
+//!   destination at once (never waiting); on completion, to finish the destination.
 //!
 //! Both run on the caller's thread inside the end's `&mut self` call; neither may call back into
 //! the end that holds it.
@@ -19,6 +20,7 @@ use std::task::{Context, Poll};
 
 use super::local::Fill;
 use crate::error::SharedError;
+use crate::packet::Packet;
 
 /// The reader's source of bytes: reads into the reader's own receive block.
 pub(crate) trait Refill: Send + Sync {
@@ -56,6 +58,21 @@ pub(crate) trait Deliver: Send + Sync {
     /// `None` when it cannot write them first (published bytes wait, the destination has ended,
     /// refused them or failed): the caller publishes them all, and `deliver` sees to them.
     fn write_now(&mut self, bytes: &[u8], published: u64) -> Option<usize>;
+
+    /// Whether this destination takes a flush's staged bytes as a sealed packet, to write later
+    /// ([`hand_over`](Self::hand_over)), instead of writing them now
+    /// ([`write_now`](Self::write_now)). Asked once, when the hook is installed.
+    fn takes_packets(&self) -> bool {
+        false
+    }
+
+    /// A flush is about to publish `packet` (the write buffer's bytes sealed), staged after the
+    /// `published` bytes published so far: if every published byte has been written, take it, to
+    /// be written after the packets taken before it. `Err(packet)` when it cannot (published bytes
+    /// wait, the destination holds as much as it may, or has ended): the caller publishes it.
+    fn hand_over(&mut self, packet: Packet, _published: u64) -> Result<(), Packet> {
+        Err(packet)
+    }
 
     /// Whether the other direction waits with nothing unconsumed (an idle connection): a write
     /// buffer whose bytes all went out is then given back rather than kept for the next flush.

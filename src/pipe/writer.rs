@@ -79,6 +79,8 @@ pub struct PipeWriter {
     completed: bool,
     /// An inline transport's destination (`pipe::transport`), when there is one.
     sink: Option<Box<dyn Deliver>>,
+    /// The destination takes flushes as packets (`Deliver::takes_packets`), asked once.
+    sink_takes_packets: bool,
 }
 
 /// The writer's write buffer.
@@ -116,11 +118,13 @@ impl PipeWriter {
             reader_seen: 0,
             completed: false,
             sink: None,
+            sink_takes_packets: false,
         }
     }
 
     /// Hand every flush's bytes to `sink` within the flush from now on (an inline transport).
     pub(crate) fn set_sink(&mut self, sink: Box<dyn Deliver>) {
+        self.sink_takes_packets = sink.takes_packets();
         self.sink = Some(sink);
     }
 
@@ -384,6 +388,10 @@ impl PipeWriter {
         if buf.is_empty() {
             return;
         }
+        if self.sink_takes_packets {
+            self.hand_over();
+            return;
+        }
         let Some(n) = sink.write_now(buf, self.published) else {
             return;
         };
@@ -399,6 +407,49 @@ impl PipeWriter {
                 self.drop_buf();
             } else {
                 buf.rewind(self.seal_credits);
+                // Parked like a flushed buffer, so that the reader gives the block back when it
+                // goes idle.
+                self.park();
+            }
+        }
+    }
+
+    /// [`write_now`](Self::write_now) for a destination that writes later (a ring's send): the
+    /// write buffer's bytes sealed into one packet and handed to it, unpublished (no node, no
+    /// atomic add, no wake through the pipe); a packet it refuses is staged, and published as
+    /// any flush's bytes are. Called with an active, non-empty buffer and nothing staged.
+    #[inline]
+    fn hand_over(&mut self) {
+        let WriteBuf::Active(buf) = &mut self.buf else {
+            return;
+        };
+        let full = bytes::BufMut::remaining_mut(buf) == 0;
+        let packet: Packet = if full {
+            // The buffer's own reference passes to the packet, as `seal_buf` does.
+            buf.give_back_credits(std::mem::take(&mut self.seal_credits));
+            let WriteBuf::Active(buf) = std::mem::replace(&mut self.buf, WriteBuf::None) else {
+                unreachable!("matched above")
+            };
+            buf.freeze_untracked().into()
+        } else {
+            buf.seal_with_credits(&mut self.seal_credits).into()
+        };
+        // The space `spare_mut` handed out goes with the flush, as on the publishing path.
+        self.handed_out = 0;
+        // The next bytes do not follow the last packet published from this block.
+        self.queue.end_growth();
+        let Some(sink) = self.sink.as_mut() else {
+            unreachable!("called with a destination")
+        };
+        if let Err(packet) = sink.hand_over(packet, self.published) {
+            self.queue.push(packet);
+            return;
+        }
+        if !full {
+            if sink.reader_idle() {
+                // The connection waits for its peer: it holds no block.
+                self.drop_buf();
+            } else {
                 // Parked like a flushed buffer, so that the reader gives the block back when it
                 // goes idle.
                 self.park();

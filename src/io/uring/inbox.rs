@@ -27,6 +27,10 @@
 //!   bounded by about twice the threshold.
 //! - **The reader completing (or dropped) closes the inbox** and wakes the driver: nothing more is
 //!   received for it, and what it did not take goes home.
+//! - **A reader that waits holding nothing marks the connection idle** (`reader_idle`, which only
+//!   the reader writes): the application's flushes then give their write buffer back (the
+//!   outbox's `reader_idle`), and a write buffer parked before the reader went idle is sent home
+//!   by the driver (the reader wakes it for that), so an idle connection holds no block.
 
 use std::collections::VecDeque;
 use std::io;
@@ -37,7 +41,7 @@ use std::task::{Context, Poll, Waker};
 use crate::error::SharedError;
 use crate::packet::Packet;
 use crate::pipe::transport::Refill;
-use crate::pipe::Fill;
+use crate::pipe::{Fill, TailProbe};
 
 /// What a connection's receive should do now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +72,9 @@ struct Shared {
     /// There is something to take: packets, or the end. Set by the driver and cleared by the
     /// reader, both under the lock; read by the reader without it (see the module docs).
     ready: AtomicBool,
+    /// The reader waits holding no unconsumed byte (the connection is idle). Written by the
+    /// reader only; read by the writer's sink and the driver (a hint for giving blocks back).
+    reader_idle: AtomicBool,
 }
 
 struct State {
@@ -93,9 +100,11 @@ struct State {
 
 impl Inbox {
     /// An inbox whose reader wakes `driver` (the driver's waker for this connection) when it
-    /// takes packets the driver paused on, or closes; and the reader's source over it.
+    /// takes packets the driver paused on, or closes, or goes idle while the connection's output
+    /// (`output`) holds a parked write buffer; and the reader's source over it.
     pub(super) fn new(
         driver: Waker,
+        output: TailProbe,
         pause_threshold: usize,
         resume_threshold: usize,
     ) -> (Inbox, RingSource) {
@@ -113,12 +122,24 @@ impl Inbox {
                 resume_threshold,
             }),
             ready: AtomicBool::new(false),
+            reader_idle: AtomicBool::new(false),
         });
         let source = RingSource {
             shared: shared.clone(),
             registered: None,
+            output,
         };
         (Inbox(shared), source)
+    }
+
+    /// Whether the reader waits holding nothing (a hint: see the module docs).
+    pub(super) fn reader_idle(&self) -> bool {
+        self.0.reader_idle.load(Ordering::Relaxed)
+    }
+
+    /// The writer's sink's view of this inbox.
+    pub(super) fn handle(&self) -> InboxHandle {
+        InboxHandle(self.0.clone())
     }
 
     /// Deliver `arrived` (`bytes` bytes, in order, none empty; left empty) and, with `end`, the
@@ -189,15 +210,50 @@ impl State {
     }
 }
 
+/// What the writer's sink (`outbox.rs`) needs of a connection's inbox: whether the reader waits
+/// holding nothing, and the driver's waker, which the inbox keeps for the connection.
+pub(super) struct InboxHandle(Arc<Shared>);
+
+impl InboxHandle {
+    /// See [`Inbox::reader_idle`].
+    pub(super) fn reader_idle(&self) -> bool {
+        self.0.reader_idle.load(Ordering::Relaxed)
+    }
+
+    /// Wake the driver's waker for this connection.
+    pub(super) fn wake_driver(&self) {
+        wake_driver(&self.0);
+    }
+}
+
+/// Wake the driver's waker of `shared`'s connection (cloned under the lock, woken outside it).
+fn wake_driver(shared: &Shared) {
+    let driver = lock(&shared.state).driver.clone();
+    driver.wake();
+}
+
 /// The reader's side of a connection's inbox: its `Refill`.
 pub(super) struct RingSource {
     shared: Arc<Shared>,
     /// The waker registered under the lock by the last take or wait, while `reader_waits` may
     /// still hold for it: a look that finds nothing with this waker need not register again.
     registered: Option<Waker>,
+    /// The connection's output, to see whether its writer's buffer is parked.
+    output: TailProbe,
 }
 
 impl RingSource {
+    /// Whether the reader waits holding nothing (`idle`), or has taken bytes. Going idle with
+    /// the output's write buffer parked, it wakes the driver, which sends that block home.
+    fn set_idle(&self, idle: bool) {
+        if self.shared.reader_idle.load(Ordering::Relaxed) != idle {
+            self.shared.reader_idle.store(idle, Ordering::Relaxed);
+            if idle && self.output.parked() {
+                wake_driver(&self.shared);
+            }
+        }
+    }
+
     /// Take what the inbox holds into `into` (its packets, or else its end) and register `waker`
     /// for what comes after. Whether there was anything.
     fn take(&mut self, into: &mut Fill<'_>, waker: Option<&Waker>) -> bool {
@@ -252,7 +308,7 @@ impl Refill for RingSource {
         &mut self,
         cx: &mut Context<'_>,
         _need: u64,
-        _idle: bool,
+        idle: bool,
         into: &mut Fill<'_>,
     ) -> Poll<()> {
         // Nothing delivered since the last take or wait, which registered this very waker: the
@@ -263,11 +319,18 @@ impl Refill for RingSource {
                 .as_ref()
                 .is_some_and(|w| w.will_wake(cx.waker()))
         {
+            self.set_idle(idle);
             return Poll::Pending;
         }
         match self.take(into, Some(cx.waker())) {
-            true => Poll::Ready(()),
-            false => Poll::Pending,
+            true => {
+                self.set_idle(false);
+                Poll::Ready(())
+            }
+            false => {
+                self.set_idle(idle);
+                Poll::Pending
+            }
         }
     }
 

@@ -11,8 +11,12 @@
 //!   [`Packet`] per buffer and handed to the connection's reader, no copy (`inbox.rs`). With receive
 //!   bundles ([`DriverOptions::bundles`]) one completion may fill several buffers, when more is
 //!   waiting in the socket than one buffer holds.
-//! - **Send**: one `SENDMSG` per connection at a time, its iovecs the output pipe's flushed
-//!   segments, consumed when the completion says how many bytes the socket took.
+//! - **Send**: one `SENDMSG` per connection at a time. A flush with nothing published still
+//!   unsent hands its bytes to the connection's outbox as one packet, no pipe publication
+//!   between the application's flush and the send (`outbox.rs`); packets the application
+//!   appends go through the output pipe. A send names the outbox's packets first, then the
+//!   pipe's flushed segments, and what the socket took is dropped (or consumed) at its
+//!   completion.
 //! - **One system call per loop turn**: every submission of a turn (sends, re-armed receives,
 //!   cancellations) goes to the kernel in the `io_uring_enter` that also waits for the next
 //!   completions.
@@ -25,8 +29,8 @@
 //! given to [`Driver::run`]) turns it into a future that the driver polls on its own thread,
 //! woken by the pipes: serve the connection there (inline: no thread hop between the kernel's
 //! completion and the parser), or send the pipe to another thread or task and return at once
-//! (the inbox's lock and the output pipe's cross-thread path then carry the bytes, and their
-//! wakes reach this thread through an eventfd the ring reads).
+//! (the inbox's and the outbox's locks and the output pipe's cross-thread path then carry the
+//! bytes, and their wakes reach this thread through an eventfd the ring reads).
 //!
 //! ```no_run
 //! use packetpipe::io::uring::Driver;
@@ -73,6 +77,7 @@
 
 mod buf_ring;
 mod inbox;
+mod outbox;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -92,6 +97,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use self::buf_ring::BufRing;
 use self::inbox::{Inbox, Receive, WakeReader};
+use self::outbox::Outbox;
 use self::ring::Enter;
 pub use self::ring::TaskRun;
 use super::connection::{ConnectionOptions, DuplexPipe};
@@ -376,8 +382,13 @@ struct Conn {
     arrived: VecDeque<Packet>,
     arrived_bytes: usize,
     arrived_end: Option<Option<io::Error>>,
-    /// What to send (the application holds the writer).
+    /// What to send: the packets the application's flushes handed over (`outbox.rs`), then what
+    /// it published into the output pipe (the application holds the writer).
+    outbox: Outbox,
     output: PipeReader,
+    /// The output pipe's last read found nothing (its wake registered): until it has news
+    /// (`PipeReader::is_quiet`), it is not read again.
+    output_waits: bool,
     app: Option<AppFuture>,
     /// Wakes the application's future: the waker it is polled with.
     app_wake: Arc<ConnWaker>,
@@ -411,16 +422,26 @@ struct Conn {
     /// while the write side's shutdown of a fixed descriptor is in flight (it names the slot).
     sending: bool,
     output_done: bool,
-    /// Made at the first send (an idle connection holds none), then reused.
+    /// Made at the first send (a connection that never sent holds none), then reused.
     send: Option<Box<SendBuf>>,
     /// iovecs per send.
     segments: usize,
 }
 
-/// A send's message header and iovecs, which the kernel reads until the send's completion.
+/// A connection's sends: the message header and iovecs, which the kernel reads until a send's
+/// completion, and what the sends took from the outbox.
 struct SendBuf {
     msg: libc::msghdr,
     iov: Box<[libc::iovec]>,
+    /// Packets taken from the outbox and not sent yet; while a send of them is in flight
+    /// (`from_outbox`), it names the first of them, which stay here until its completion.
+    unsent: VecDeque<Packet>,
+    /// The send in flight is of `unsent` (else of the output pipe's segments).
+    from_outbox: bool,
+    /// Bytes of handed-over packets sent and not yet reported to the outbox.
+    outbox_sent: usize,
+    /// Bytes of the output pipe sent (consumed) in all.
+    pipe_sent: u64,
 }
 
 impl SendBuf {
@@ -434,7 +455,32 @@ impl SendBuf {
             // data and no iovecs.
             msg: unsafe { std::mem::zeroed() },
             iov: vec![empty; segments].into_boxed_slice(),
+            unsent: VecDeque::new(),
+            from_outbox: false,
+            outbox_sent: 0,
+            pipe_sent: 0,
         })
+    }
+
+    /// The socket took `n` bytes of the send that completed.
+    fn sent(&mut self, mut n: usize) {
+        if !self.from_outbox {
+            self.pipe_sent += n as u64;
+            return;
+        }
+        // The iovecs named the first unsent packets.
+        self.outbox_sent += n;
+        while n > 0 {
+            let Some(first) = self.unsent.front_mut() else {
+                break;
+            };
+            if first.len() > n {
+                bytes::Buf::advance(first, n);
+                break;
+            }
+            n -= first.len();
+            self.unsent.pop_front();
+        }
     }
 }
 
@@ -906,7 +952,7 @@ impl Driver {
         let slot = &mut self.conns[index as usize];
         slot.generation = slot.generation.wrapping_add(1) & 0xff_ffff;
         let key = user_data(index, slot.generation, 0);
-        let (writer, output) = pipe_with(self.options.output.clone());
+        let (mut writer, output) = pipe_with(self.options.output.clone());
         // The application's first poll is due: its waker starts notified.
         let app_wake = ConnWaker::new(key, NOTIFIED, &self.wake);
         let app_waker = Waker::from(app_wake.clone());
@@ -916,11 +962,16 @@ impl Driver {
         let input = &self.options.input;
         let (inbox, source) = Inbox::new(
             io_waker.clone(),
+            output.tail_probe().expect("the output pipe is shared"),
             input.pause_threshold,
             input.resume_threshold,
         );
         let mut reader = local_reader(input.clone(), false);
         reader.set_source(Box::new(source));
+        // The writer's flushes hand their packets to the outbox while the pipe holds nothing
+        // unsent.
+        let (outbox, sink) = Outbox::new(self.options.output.pause_threshold, inbox.handle());
+        writer.set_sink(Box::new(sink));
         let segments = self
             .options
             .max_write_segments
@@ -932,7 +983,9 @@ impl Driver {
             arrived: VecDeque::new(),
             arrived_bytes: 0,
             arrived_end: None,
+            outbox,
             output,
+            output_waits: false,
             app: Some(app),
             app_wake,
             app_waker,
@@ -1036,13 +1089,16 @@ impl Driver {
         conn.sending = false;
         if res >= 0 {
             let n = res as usize;
-            // The iovecs named the output's first bytes; the socket took `n` of them.
-            if conn.output.advance_to(n, n).is_err() {
+            let send = conn.send.as_deref_mut().expect("made by the send");
+            send.sent(n);
+            // Else the iovecs named the output pipe's first bytes.
+            if !send.from_outbox && conn.output.advance_to(n, n).is_err() {
                 conn.output_done = true;
             }
         } else {
             let error = io::Error::from_raw_os_error(-res);
             conn.output.complete_with_error(error);
+            conn.outbox.close();
             conn.output_done = true;
         }
         if !std::mem::replace(&mut conn.ready, true) {
@@ -1079,6 +1135,9 @@ impl Driver {
         // application flushing its output, or taking what paused the receive).
         let mut app_notified = conn.app_wake.begin();
         let io_notified = conn.io_wake.begin();
+        // This service looks at the outbox after the application's poll (or a send in flight
+        // brings another): the application's hand-overs need not wake the driver.
+        conn.outbox.begin_service();
         // Deliver what the receives brought: the application is polled if its reader waits for
         // it (a reader elsewhere is woken). Packets the reader has not taken at the pause
         // threshold mean the application lags: stop receiving until it takes them (its taking
@@ -1158,6 +1217,11 @@ impl Driver {
         }
         if !conn.sending && !conn.output_done {
             entries[1] = conn.start_send(index as u32, generation_of(key));
+        }
+        // The reader waits holding nothing: a write buffer the application parked goes home, so
+        // that an idle connection holds no block (`inbox.rs`).
+        if conn.inbox.reader_idle() && conn.output.writer_block_parked() {
+            conn.output.release_writer_block();
         }
         let finished = conn.input_done
             && conn.output_done
@@ -1339,11 +1403,56 @@ impl Conn {
             .find(|&tag| self.recvs & (1 << tag) == 0)
     }
 
-    /// Start a send of the output's flushed segments, if there are any (or shut the write side
-    /// down once the output has ended).
+    /// Start a send of the output: the packets the application handed over first, else the
+    /// output pipe's flushed segments, if there are any (or shut the write side down once the
+    /// output has ended and everything is sent).
     fn start_send(&mut self, index: u32, generation: u32) -> Option<squeue::Entry> {
-        let mut cx = Context::from_waker(&self.io_waker);
-        match self.output.poll_read_buffer(&mut cx) {
+        // The pipe before the outbox (`outbox.rs`: a packet handed over before bytes this poll
+        // sees is in the outbox by the take below). A pipe that found nothing and has no news is
+        // not read again: the application's flushes usually hand their bytes to the outbox, and
+        // a publication wakes this connection.
+        let pipe = if self.output_waits && self.output.is_quiet() {
+            Poll::Pending
+        } else {
+            let mut cx = Context::from_waker(&self.io_waker);
+            let pipe = self.output.poll_read_buffer(&mut cx);
+            self.output_waits = pipe.is_pending();
+            pipe
+        };
+        if self
+            .send
+            .as_ref()
+            .map_or(true, |send| send.unsent.is_empty())
+        {
+            let (sent, pipe_sent) = match self.send.as_deref_mut() {
+                Some(send) => (std::mem::take(&mut send.outbox_sent), send.pipe_sent),
+                None => (0, 0),
+            };
+            let (send, segments) = (&mut self.send, self.segments);
+            // The first packets handed over make the connection's send state.
+            self.outbox.take(sent, pipe_sent, || {
+                &mut send.get_or_insert_with(|| SendBuf::new(segments)).unsent
+            });
+        }
+        if self
+            .send
+            .as_ref()
+            .is_some_and(|send| !send.unsent.is_empty())
+        {
+            return Some(self.send_unsent(index, generation));
+        }
+        self.send_pipe(pipe, index, generation)
+    }
+
+    /// A send of the output pipe's flushed segments, if `pipe` (its read) has any (or the
+    /// write side's shutdown once the output has ended).
+    fn send_pipe(
+        &mut self,
+        pipe: Poll<Result<(), crate::Error>>,
+        index: u32,
+        generation: u32,
+    ) -> Option<squeue::Entry> {
+        match pipe {
             Poll::Pending => None,
             Poll::Ready(Err(_)) => {
                 self.output_done = true;
@@ -1354,23 +1463,7 @@ impl Conn {
                 let buffer = read.buffer;
                 if buffer.is_empty() {
                     if read.is_completed {
-                        match self.socket {
-                            Socket::Plain(ref fd) => {
-                                // SAFETY: `shutdown` on a descriptor this connection owns.
-                                unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
-                                self.output_done = true;
-                            }
-                            Socket::Fixed(slot) => {
-                                // The slot has no process descriptor: the ring shuts it down,
-                                // and the connection stays open until that completes.
-                                self.sending = true;
-                                return Some(
-                                    opcode::Shutdown::new(types::Fixed(slot), libc::SHUT_WR)
-                                        .build()
-                                        .user_data(user_data(index, generation, OP_SHUTDOWN)),
-                                );
-                            }
-                        }
+                        return self.shut_down_writes(index, generation);
                     }
                     return None;
                 }
@@ -1384,19 +1477,66 @@ impl Conn {
                 }
                 send.msg.msg_iov = send.iov.as_mut_ptr();
                 send.msg.msg_iovlen = n as _;
-                self.sending = true;
                 // The kernel reads `send.msg`, `send.iov` and the segments they name until the
                 // send's completion: the segments are the output's unconsumed bytes, which stay
-                // in the pipe until `sent` consumes them, and `send` is boxed in this connection,
-                // which is not freed (nor its `send` replaced) while `sending` is set.
-                let msg: *const libc::msghdr = &send.msg;
-                let data = user_data(index, generation, OP_SEND);
-                Some(on_socket!(self.socket, |socket| opcode::SendMsg::new(
-                    socket, msg
+                // in the pipe until `sent` consumes them.
+                send.from_outbox = false;
+                Some(self.send_msg(index, generation))
+            }
+        }
+    }
+
+    /// A send of the first unsent packets taken from the outbox.
+    fn send_unsent(&mut self, index: u32, generation: u32) -> squeue::Entry {
+        let send = self.send.as_deref_mut().expect("holds the unsent packets");
+        let mut n = 0;
+        for (slot, packet) in send.iov.iter_mut().zip(&send.unsent) {
+            let chunk = packet.as_slice();
+            slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
+            slot.iov_len = chunk.len();
+            n += 1;
+        }
+        send.msg.msg_iov = send.iov.as_mut_ptr();
+        send.msg.msg_iovlen = n as _;
+        // The kernel reads `send.msg`, `send.iov` and the packets' bytes they name until the
+        // send's completion: the packets stay in `unsent` (moved with the deque, their bytes do
+        // not move) until `sent` drops what the socket took.
+        send.from_outbox = true;
+        self.send_msg(index, generation)
+    }
+
+    /// The `SENDMSG` of `send`'s message, marking the send in flight.
+    fn send_msg(&mut self, index: u32, generation: u32) -> squeue::Entry {
+        self.sending = true;
+        // `send` is boxed in this connection, which is not freed (nor its `send` replaced) while
+        // `sending` is set.
+        let send = self.send.as_deref().expect("filled by the caller");
+        let msg: *const libc::msghdr = &send.msg;
+        let data = user_data(index, generation, OP_SEND);
+        on_socket!(self.socket, |socket| opcode::SendMsg::new(socket, msg)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build()
+            .user_data(data))
+    }
+
+    /// Everything is sent and the output has ended: shut the write side down.
+    fn shut_down_writes(&mut self, index: u32, generation: u32) -> Option<squeue::Entry> {
+        match self.socket {
+            Socket::Plain(ref fd) => {
+                // SAFETY: `shutdown` on a descriptor this connection owns.
+                unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+                self.output_done = true;
+                None
+            }
+            Socket::Fixed(slot) => {
+                // The slot has no process descriptor: the ring shuts it down, and the connection
+                // stays open until that completes.
+                self.sending = true;
+                Some(
+                    opcode::Shutdown::new(types::Fixed(slot), libc::SHUT_WR)
+                        .build()
+                        .user_data(user_data(index, generation, OP_SHUTDOWN)),
                 )
-                .flags(libc::MSG_NOSIGNAL as u32)
-                .build()
-                .user_data(data)))
             }
         }
     }
@@ -1498,6 +1638,7 @@ impl ConnWaker {
     fn new(key: u64, state: u8, queue: &Arc<WakeQueue>) -> Arc<ConnWaker> {
         Arc::new(ConnWaker {
             key,
+
             state: AtomicU8::new(state),
             queue: queue.clone(),
         })
