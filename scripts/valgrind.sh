@@ -40,7 +40,9 @@ export CANCEL_DROPS="${CANCEL_DROPS:-300}"
 export IDLE_CONNECTIONS="${IDLE_CONNECTIONS:-200}"
 # The io_uring driver's tests: 100 connections instead of 10,000 and 1,000 (URING_CONNECTIONS,
 # URING_FIXED_CHURN), 64 KiB per echo client instead of 1 MiB, 3 s instead of 300 ms to tell a
-# client refused by a full fixed-descriptor table from one waiting in the backlog, and each wait
+# client refused by a full fixed-descriptor table from one waiting in the backlog, 1 round of
+# round trips instead of 50 before connections go idle (URING_TRAFFIC_ROUNDS), 2 KiB instead of
+# 64 KiB sent to each client of the output's routes (URING_ROUTES_BYTES), and each wait
 # for completions bounded to 1 ms (PACKETPIPE_UNDER_VALGRIND), since valgrind runs one thread at a
 # time and a wake from another thread may wait for the scheduler. The RESP
 # server on the driver is left to the native run of tests-integration/tests/resp_clients.rs (under this variable it
@@ -53,6 +55,8 @@ export URING_ECHO_BYTES="${URING_ECHO_BYTES:-65536}"
 export URING_IDLE_CONNECTIONS="${URING_IDLE_CONNECTIONS:-100}"
 export URING_FIXED_CHURN="${URING_FIXED_CHURN:-100}"
 export URING_REFUSED_WAIT_MS="${URING_REFUSED_WAIT_MS:-3000}"
+export URING_TRAFFIC_ROUNDS="${URING_TRAFFIC_ROUNDS:-1}"
+export URING_ROUTES_BYTES="${URING_ROUTES_BYTES:-2048}"
 export PACKETPIPE_UNDER_VALGRIND=1
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 filter="${1:-}"

@@ -1036,9 +1036,9 @@ fn an_idle_connection_holds_no_block_and_little_heap() {
     );
     // The guard sits just above today's figures, which come in two modes run to run (how the
     // connections' set-up batches into the driver's turns): 2,126 or 2,437-2,442 B in a debug
-    // build, 2,387-2,440 B in a release build (1,000 connections), the connection table's
-    // doubling included (each connection's two wakers, its two pipes with their readers'
-    // shared-copy state, its inbox and outbox, the session future).
+    // build, 2,387-2,440 B in a release build (1,000 connections), 2,454 B under valgrind (100),
+    // the connection table's doubling included (each connection's two wakers, its two pipes with
+    // their readers' shared-copy state, its inbox and outbox, the session future).
     assert!(
         per_connection <= 2550.0,
         "{per_connection:.0} B of heap per idle connection"
@@ -1453,7 +1453,7 @@ fn output_routes_keep_order(elsewhere: bool) {
     let Some(server) = serve(options, app) else {
         return;
     };
-    let input = env_size("URING_ECHO_BYTES", 1 << 20) / 16;
+    let input = env_size("URING_ROUTES_BYTES", 64 << 10);
     let stall = Duration::from_millis(300);
     let most = expanding_clients(&server, &pool, BUFFERS.into(), 3, input, stall);
     server.stop();
@@ -1534,7 +1534,7 @@ fn idle_after_traffic(elsewhere: bool) {
             stream
         })
         .collect();
-    for round in 0..50u8 {
+    for round in 0..env_size("URING_TRAFFIC_ROUNDS", 50) as u8 {
         for stream in &mut streams {
             // One frame of 60 bytes (a 4-byte big-endian length first), then a burst of four.
             let mut frame = vec![0, 0, 0, 60];
