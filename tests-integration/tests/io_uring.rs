@@ -1328,6 +1328,33 @@ fn accepted_sockets_inherit_nodelay_from_the_listener() {
     assert!(accepted.nodelay().unwrap());
 }
 
+/// A tokio runtime of two worker threads, for applications served elsewhere than on the driver's
+/// thread.
+fn two_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap()
+}
+
+/// An application's `task`, placed: spawned on `runtime` (`elsewhere`: the future the driver
+/// polls returns at once), or polled by the driver on its own thread.
+fn placed(
+    runtime: &tokio::runtime::Handle,
+    elsewhere: bool,
+    task: Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> impl Future<Output = ()> {
+    let mut task = Some(task);
+    if elsewhere {
+        runtime.spawn(task.take().unwrap());
+    }
+    async move {
+        if let Some(task) = task {
+            task.await;
+        }
+    }
+}
+
 /// Bytes an [`expanding_writer`] writes per byte it reads.
 const GROWTH: usize = 64;
 
@@ -1425,22 +1452,11 @@ fn output_routes_keep_order(elsewhere: bool) {
     const PAUSE: usize = 16 * 1024;
     const BUFFERS: u16 = 64;
     let pool = Pool::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .unwrap();
+    let runtime = two_worker_runtime();
     let handle = runtime.handle().clone();
     let app = move |pipe: DuplexPipe| {
-        let task = expanding_writer(pipe, SEED);
-        let mut task = Some(Box::pin(task));
-        if elsewhere {
-            handle.spawn(task.take().unwrap());
-        }
-        async move {
-            if let Some(task) = task {
-                task.await;
-            }
-        }
+        let task = Box::pin(expanding_writer(pipe, SEED));
+        placed(&handle, elsewhere, task)
     };
     let mut connection = pausing_at(&pool, PAUSE);
     connection.output.pause_threshold = PAUSE;
@@ -1489,10 +1505,7 @@ fn the_output_keeps_its_order_across_its_routes_from_another_runtime() {
 fn idle_after_traffic(elsewhere: bool) {
     const BUFFERS: u16 = 64;
     let pool = Pool::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .unwrap();
+    let runtime = two_worker_runtime();
     let handle = runtime.handle().clone();
     let mut accepted = 0u64;
     let app = move |pipe: DuplexPipe| {
@@ -1508,15 +1521,7 @@ fn idle_after_traffic(elsewhere: bool) {
         } else {
             Box::pin(echo(pipe))
         };
-        let mut task = Some(task);
-        if elsewhere {
-            handle.spawn(task.take().unwrap());
-        }
-        async move {
-            if let Some(task) = task {
-                task.await;
-            }
-        }
+        placed(&handle, elsewhere, task)
     };
     let Some(server) = serve(
         DriverOptions {

@@ -1469,14 +1469,7 @@ impl Conn {
                 }
                 let segments = self.segments;
                 let send = self.send.get_or_insert_with(|| SendBuf::new(segments));
-                let mut n = 0;
-                for (slot, chunk) in send.iov.iter_mut().zip(buffer.segments()) {
-                    slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
-                    slot.iov_len = chunk.len();
-                    n += 1;
-                }
-                send.msg.msg_iov = send.iov.as_mut_ptr();
-                send.msg.msg_iovlen = n as _;
+                point_iov(&mut send.msg, &mut send.iov, buffer.segments());
                 // The kernel reads `send.msg`, `send.iov` and the segments they name until the
                 // send's completion: the segments are the output's unconsumed bytes, which stay
                 // in the pipe until `sent` consumes them.
@@ -1489,15 +1482,8 @@ impl Conn {
     /// A send of the first unsent packets taken from the outbox.
     fn send_unsent(&mut self, index: u32, generation: u32) -> squeue::Entry {
         let send = self.send.as_deref_mut().expect("holds the unsent packets");
-        let mut n = 0;
-        for (slot, packet) in send.iov.iter_mut().zip(&send.unsent) {
-            let chunk = packet.as_slice();
-            slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
-            slot.iov_len = chunk.len();
-            n += 1;
-        }
-        send.msg.msg_iov = send.iov.as_mut_ptr();
-        send.msg.msg_iovlen = n as _;
+        let chunks = send.unsent.iter().map(Packet::as_slice);
+        point_iov(&mut send.msg, &mut send.iov, chunks);
         // The kernel reads `send.msg`, `send.iov` and the packets' bytes they name until the
         // send's completion: the packets stay in `unsent` (moved with the deque, their bytes do
         // not move) until `sent` drops what the socket took.
@@ -1540,6 +1526,22 @@ impl Conn {
             }
         }
     }
+}
+
+/// Point `msg` at `iov`, and `iov`'s first entries at `chunks` (as many as it holds).
+fn point_iov<'a>(
+    msg: &mut libc::msghdr,
+    iov: &mut [libc::iovec],
+    chunks: impl Iterator<Item = &'a [u8]>,
+) {
+    let mut n = 0;
+    for (slot, chunk) in iov.iter_mut().zip(chunks) {
+        slot.iov_base = chunk.as_ptr() as *mut libc::c_void;
+        slot.iov_len = chunk.len();
+        n += 1;
+    }
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n as _;
 }
 
 fn fail_input(conn: &mut Conn, error: io::Error) {
