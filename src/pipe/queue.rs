@@ -398,6 +398,7 @@ impl TailProbe {
 
     /// The producer's write buffer is parked (a Relaxed peek, a hint as in `holds_nothing`):
     /// the consumer's `release_parked_tail` would send a block home.
+    #[cfg_attr(not(all(feature = "io-uring", target_os = "linux")), allow(dead_code))]
     #[inline]
     pub(crate) fn parked(&self) -> bool {
         !self.0.parked_tail.is_empty()
@@ -518,6 +519,7 @@ impl Consumer {
     /// Whether a look would find nothing new, for a consumer whose last read found nothing and
     /// left its wake registered: nothing accessible, nothing published since (nor the end), no
     /// node kept for growth. One load. A hint: a publication it misses wakes the consumer.
+    #[cfg_attr(not(all(feature = "io-uring", target_os = "linux")), allow(dead_code))]
     #[inline]
     pub(crate) fn is_quiet(&self) -> bool {
         self.available() == 0
@@ -526,6 +528,7 @@ impl Consumer {
     }
 
     /// The producer's write buffer is parked (a Relaxed peek, as [`TailProbe::parked`]).
+    #[cfg_attr(not(all(feature = "io-uring", target_os = "linux")), allow(dead_code))]
     #[inline]
     pub(crate) fn writer_parked(&self) -> bool {
         !self.shared.parked_tail.is_empty()

@@ -227,6 +227,7 @@ impl PipeReader {
     /// The registration first: a wake may use it up for bytes an earlier read already returned
     /// (the writer publishes, the reader reads them, then the writer's wake runs), and the next
     /// publication then wakes nobody unless a read registers again.
+    #[cfg_attr(not(all(feature = "io-uring", target_os = "linux")), allow(dead_code))]
     #[inline]
     pub(crate) fn is_quiet(&self) -> bool {
         match &self.queue {
@@ -239,6 +240,7 @@ impl PipeReader {
     /// block home. False for a reader of its own source.
     ///
     /// [`release_writer_block`]: Self::release_writer_block
+    #[cfg_attr(not(all(feature = "io-uring", target_os = "linux")), allow(dead_code))]
     #[inline]
     pub(crate) fn writer_block_parked(&self) -> bool {
         match &self.queue {
