@@ -18,7 +18,8 @@ use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::pin::Pin;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
@@ -187,6 +188,17 @@ impl Rng {
 /// Send `len` bytes in writes of random sizes (up to `max_write`) while reading the echo on
 /// another thread; the echo must be the same bytes.
 fn echo_client(addr: SocketAddr, len: usize, seed: u64, max_write: usize) {
+    echo_client_counting(addr, len, seed, max_write, &AtomicUsize::new(0));
+}
+
+/// [`echo_client`], counting in `sent` the bytes it has written.
+fn echo_client_counting(
+    addr: SocketAddr,
+    len: usize,
+    seed: u64,
+    max_write: usize,
+    sent: &AtomicUsize,
+) {
     let stream = TcpStream::connect(addr).unwrap();
     stream.set_nodelay(true).unwrap();
     let mut reader = stream.try_clone().unwrap();
@@ -208,6 +220,7 @@ fn echo_client(addr: SocketAddr, len: usize, seed: u64, max_write: usize) {
         let n = (1 + rng.next() as usize % max_write).min(len - at);
         writer.write_all(&data[at..at + n]).unwrap();
         at += n;
+        sent.store(at, Ordering::SeqCst);
         if rng.next() % 8 == 0 {
             thread::yield_now();
         }
@@ -723,10 +736,18 @@ fn a_slow_application_pauses_its_own_receive_only() {
         len >= 2 * PAUSE,
         "the slow client sends more than the pause threshold"
     );
+    let sent = Arc::new(AtomicUsize::new(0));
     let slow = {
-        let addr = server.addr;
-        thread::spawn(move || echo_client(addr, len, 5, 64 * 1024))
+        let (addr, sent) = (server.addr, sent.clone());
+        thread::spawn(move || echo_client_counting(addr, len, 5, 64 * 1024, &sent))
     };
+    // Its application sleeps through the first 2 x PAUSE bytes at least (written into the socket,
+    // then 200 ms for the driver to receive them, however loaded the machine), so its untaken
+    // input reaches the threshold.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while sent.load(Ordering::SeqCst) < 2 * PAUSE && std::time::Instant::now() < until {
+        thread::sleep(Duration::from_millis(1));
+    }
     thread::sleep(Duration::from_millis(200));
     // Another connection is served meanwhile.
     echo_client(server.addr, 64 * 1024, 6, 1000);
